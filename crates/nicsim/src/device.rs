@@ -1,0 +1,1066 @@
+//! One 82599ES port: register semantics, receive and transmit queue engines, statistics.
+//!
+//! The driver reads and writes BAR0 as plain shared memory. nicsim keeps a shadow copy of the
+//! register file and [`Port::scan`] compares the two: every difference is a driver write, to
+//! which the device reacts (self-clearing bits, resets, queue enables, read-only bits restored).
+//! Doorbells (RDT, TDT) of enabled queues are read on every engine iteration instead
+//! ([`Port::poll_doorbells`]). What nicsim itself changes (heads, status, counters) it writes to
+//! both the BAR and the shadow.
+
+use crate::dma::{self, DmaSpace};
+use crate::lint::{rule, Lints};
+use crate::pciconfig::PciConfig;
+use crate::regs::*;
+use crate::wire::{crc32, WireClock, FCS_LEN, MIN_FRAME};
+use platform::MappedRegion;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::sync::atomic::{fence, Ordering};
+
+/// Receive descriptor status bits (legacy byte 12 / advanced status_error) [DS 7.1.5, 7.1.6].
+const RX_DD: u64 = 1 << 0;
+const RX_EOP: u64 = 1 << 1;
+/// Transmit command bits in descriptor byte 11 [DS 7.2.3.2.2, 7.2.3.2.4].
+const TX_EOP: u8 = 1 << 0;
+const TX_IFCS: u8 = 1 << 1;
+const TX_RS: u8 = 1 << 3;
+const TX_DEXT: u8 = 1 << 5;
+/// Largest frame a TX queue gathers before declaring it malformed.
+const MAX_TX_FRAME: usize = 16 * 1024;
+/// At most this many DMA faults are kept per port (all are counted).
+const MAX_FAULTS: usize = 1024;
+/// Dwords of BAR0 examined per [`Port::scan`] call besides the priority registers.
+pub const SWEEP_DWORDS: usize = 2048;
+/// Registers whose writes have side effects drivers wait for, examined at every scan, in this
+/// order (receive disable before filter changes, as drivers write them).
+pub const PRIORITY_REGISTERS: &[u32] =
+    &[CTRL, EIMS, EIMC, EICS, EICR, EERD, MSCA, AUTOC, I2CCTL, RXCTRL, SECRXCTRL, FCTRL, DMATXCTL, HLREG0];
+
+#[derive(Debug, Clone, Copy, Default)]
+struct RxQueue {
+    enabled: bool,
+    faulted: bool,
+    base: u64,
+    size: u32,
+    head: u32,
+    tail: u32,
+    advanced: bool,
+    buf_size: usize,
+    drop_en: bool,
+    stat: usize,
+}
+
+#[derive(Debug, Default)]
+struct TxQueue {
+    enabled: bool,
+    faulted: bool,
+    base: u64,
+    size: u32,
+    head: u32,
+    tail: u32,
+    head_wb: Option<u64>,
+    wthresh: u32,
+    frame: Vec<u8>,
+    frame_bad: bool,
+    stat: usize,
+}
+
+/// The device's statistics, as 64-bit totals since the last reset.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DeviceCounters {
+    pub gprc: u64,
+    pub bprc: u64,
+    pub mprc: u64,
+    pub gorc: u64,
+    pub gptc: u64,
+    pub gotc: u64,
+    pub bptc: u64,
+    pub mptc: u64,
+    pub tpr: u64,
+    pub tor: u64,
+    pub tpt: u64,
+    pub ruc: u64,
+    pub roc: u64,
+    /// MPC(0): frames missed because packet buffer 0 was full.
+    pub mpc: u64,
+    pub qprc: [u64; 16],
+    pub qbrc: [u64; 16],
+    pub qprdc: [u64; 16],
+    pub qptc: [u64; 16],
+    pub qbtc: [u64; 16],
+}
+
+/// Frames that never reached the driver, by reason (beyond what the registers count).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Drops {
+    /// RXCTRL.RXEN = 0, SECRXCTRL.RX_DIS = 1, no bus mastering, or master disable.
+    pub rx_disabled: u64,
+    /// Rejected by L2 filtering (FCTRL, RAR).
+    pub filtered: u64,
+    /// Queue 0 disabled or stopped by a DMA fault.
+    pub queue_disabled: u64,
+    /// Lost to DMA faults.
+    pub dma_fault: u64,
+}
+
+/// A DMA access outside memory the driver gave the device.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DmaFault {
+    pub port: usize,
+    pub direction: String,
+    pub queue: u32,
+    pub descriptor: u32,
+    pub address: u64,
+    pub access: String,
+}
+
+/// One frame leaving the TX engine.
+#[derive(Debug, Default)]
+pub struct TxFrame {
+    pub data: Vec<u8>,
+    /// When its last bit leaves the wire.
+    pub end_ps: u64,
+    /// HLREG0.LPBK: the frame loops back into the port's own receive path.
+    pub loopback: bool,
+}
+
+/// Frames produced by one [`Port::transmit`] call; buffers are reused.
+#[derive(Debug)]
+pub struct TxBatch {
+    pub frames: Vec<TxFrame>,
+    pub len: usize,
+}
+
+impl TxBatch {
+    pub fn new(capacity: usize) -> Self {
+        TxBatch { frames: (0..capacity).map(|_| TxFrame::default()).collect(), len: 0 }
+    }
+    pub fn is_full(&self) -> bool {
+        self.len == self.frames.len()
+    }
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &TxFrame> {
+        self.frames[..self.len].iter()
+    }
+    fn push_swap(&mut self, data: &mut Vec<u8>, end_ps: u64, loopback: bool) {
+        let slot = &mut self.frames[self.len];
+        std::mem::swap(&mut slot.data, data);
+        data.clear();
+        slot.end_ps = end_ps;
+        slot.loopback = loopback;
+        self.len += 1;
+    }
+}
+
+enum RxWrite {
+    Written,
+    NoRoom,
+    Fault,
+}
+
+/// The minimal EEPROM image of model §6(c): firmware pointers that pass DPDK's version check
+/// and a valid checksum (word 0x3F = 0xBABA − sum of words 0x00–0x3E).
+fn eeprom_image() -> [u16; 128] {
+    let mut e = [0u16; 128];
+    e[0x0F] = 0x0040;
+    e[0x44] = 0x004B;
+    e[0x52] = 0x0006;
+    let sum = e[..0x3F].iter().fold(0u16, |a, &w| a.wrapping_add(w));
+    e[0x3F] = 0xBABAu16.wrapping_sub(sum);
+    e
+}
+
+/// A port of the simulated card.
+pub struct Port {
+    pub index: usize,
+    mac: [u8; 6],
+    lan_id: u32,
+    bar: MappedRegion,
+    shadow: Vec<u32>,
+    scratch: Vec<u32>,
+    pub config: PciConfig,
+    rx: Vec<RxQueue>,
+    tx: Vec<TxQueue>,
+    active_tx: Vec<u32>,
+    tx_rr: usize,
+    rar: Vec<[u8; 6]>,
+    pub counters: DeviceCounters,
+    pub drops: Drops,
+    pub lint: Lints,
+    pub faults: Vec<DmaFault>,
+    pub fault_count: u64,
+    fifo: VecDeque<Vec<u8>>,
+    fifo_bytes: usize,
+    spare: Vec<Vec<u8>>,
+    eeprom: [u16; 128],
+    pub tx_wire: WireClock,
+    pub resets: u64,
+    sweep: usize,
+}
+
+/// The MAC address nicsim gives port `n`: locally administered 02:00:00:00:00:0n (model §7).
+pub fn default_mac(n: usize) -> [u8; 6] {
+    [0x02, 0, 0, 0, 0, n as u8]
+}
+
+impl Port {
+    /// A port whose registers live in `bar` (BAR0, [`BAR0_LEN`] bytes) and whose PCI
+    /// configuration space is `config`. `lan_id` is the PCI function number.
+    pub fn new(index: usize, bar: MappedRegion, config: PciConfig, lan_id: u32, gbps: f64) -> Self {
+        assert_eq!(bar.len(), BAR0_LEN, "BAR0 must be {BAR0_LEN:#x} bytes");
+        let mut p = Port {
+            index,
+            mac: default_mac(index),
+            lan_id,
+            bar,
+            shadow: vec![0; BAR0_DWORDS],
+            scratch: vec![0; BAR0_DWORDS],
+            config,
+            rx: vec![RxQueue::default(); QUEUES],
+            tx: (0..QUEUES).map(|_| TxQueue::default()).collect(),
+            active_tx: Vec::new(),
+            tx_rr: 0,
+            rar: Vec::new(),
+            counters: DeviceCounters::default(),
+            drops: Drops::default(),
+            lint: Lints::new(index),
+            faults: Vec::new(),
+            fault_count: 0,
+            fifo: VecDeque::new(),
+            fifo_bytes: 0,
+            spare: Vec::new(),
+            eeprom: eeprom_image(),
+            tx_wire: WireClock::new(gbps),
+            resets: 0,
+            sweep: 0,
+        };
+        p.reset();
+        p.resets = 0;
+        p
+    }
+
+    pub fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// The current value of a register as the device sees it.
+    pub fn reg(&self, offset: u32) -> u32 {
+        self.shadow[offset as usize / 4]
+    }
+
+    /// Device-side register write (BAR and shadow, and the 82598 alias address if any).
+    fn set_reg(&mut self, offset: u32, value: u32) {
+        let i = offset as usize / 4;
+        self.shadow[i] = value;
+        self.scratch[i] = value;
+        self.bar.write_u32(offset as usize, value);
+        if let Some(a) = alias_for(offset) {
+            let j = a as usize / 4;
+            self.shadow[j] = value;
+            self.scratch[j] = value;
+            self.bar.write_u32(a as usize, value);
+        }
+    }
+
+    /// Power-on / software reset [DS 4.6.3.2; model §2.1.3]: every register to its reset
+    /// value, queues disabled, statistics zero, MAC reloaded into RAR0, EEPROM auto-read and
+    /// DMA init done. Done synchronously, so the reset bits read 0 at once.
+    pub fn reset(&mut self) {
+        self.resets += 1;
+        self.shadow.iter_mut().for_each(|v| *v = 0);
+        self.bar.fill(0, BAR0_LEN, 0);
+        for (offset, value) in nonzero_reset_values() {
+            self.set_reg(offset, value);
+        }
+        let m = self.mac;
+        self.set_reg(ral(0), u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
+        self.set_reg(rah(0), u32::from(u16::from_le_bytes([m[4], m[5]])) | RAH_AV);
+        self.scratch.copy_from_slice(&self.shadow);
+        self.rx.iter_mut().for_each(|q| *q = RxQueue::default());
+        self.tx.iter_mut().for_each(|q| *q = TxQueue::default());
+        self.active_tx.clear();
+        self.counters = DeviceCounters::default();
+        self.fifo_clear();
+        self.rebuild_rar();
+        self.update_status();
+    }
+
+    fn update_status(&mut self) {
+        let mut s = (self.lan_id & 3) << 2 | STATUS_LINK_UP;
+        if self.config.bus_master() && self.reg(CTRL) & CTRL_GIO_DIS == 0 {
+            s |= STATUS_GIO;
+        }
+        if self.reg(STATUS) != s {
+            self.set_reg(STATUS, s);
+        }
+    }
+
+    fn rebuild_rar(&mut self) {
+        self.rar.clear();
+        for n in 0..128 {
+            let h = self.reg(rah(n));
+            if h & RAH_AV != 0 {
+                let l = self.reg(ral(n)).to_le_bytes();
+                let h = h.to_le_bytes();
+                self.rar.push([l[0], l[1], l[2], l[3], h[0], h[1]]);
+            }
+        }
+    }
+
+    fn rx_path_open(&self) -> bool {
+        self.reg(RXCTRL) & RXCTRL_RXEN != 0
+            && self.reg(SECRXCTRL) & SECRXCTRL_RX_DIS == 0
+            && self.config.bus_master()
+            && self.reg(CTRL) & CTRL_GIO_DIS == 0
+    }
+
+    fn tx_path_open(&self) -> bool {
+        self.reg(DMATXCTL) & DMATXCTL_TE != 0 && self.config.bus_master() && self.reg(CTRL) & CTRL_GIO_DIS == 0
+    }
+
+    /// Whether any queue is enabled (the engine may idle when none is).
+    pub fn busy(&self) -> bool {
+        self.rx[0].enabled || !self.active_tx.is_empty() || !self.fifo.is_empty()
+    }
+
+    // ---------------------------------------------------------------- register writes
+
+    /// Applies what the driver wrote since the last look: the control registers in
+    /// [`PRIORITY_REGISTERS`] every call, and the next [`SWEEP_DWORDS`] of the BAR, so a whole
+    /// sweep takes `BAR0_DWORDS / SWEEP_DWORDS` calls. Reading all 128 KiB at every call would
+    /// cost tens of microseconds of memory bandwidth.
+    pub fn scan(&mut self) {
+        if self.config.poll() {
+            self.update_status();
+        }
+        for &offset in PRIORITY_REGISTERS {
+            let j = offset as usize / 4;
+            self.scratch[j] = self.bar.read_u32(offset as usize);
+            if self.check_dword(j) {
+                return;
+            }
+        }
+        let start = self.sweep;
+        let end = start + SWEEP_DWORDS;
+        self.sweep = end % BAR0_DWORDS;
+        self.bar.read_u32s(start * 4, &mut self.scratch[start..end]);
+        let mut i = start;
+        while i < end {
+            let chunk = i + 32;
+            if self.scratch[i..chunk] != self.shadow[i..chunk] {
+                for j in i..chunk {
+                    if self.check_dword(j) {
+                        return;
+                    }
+                }
+            }
+            i = chunk;
+        }
+    }
+
+    /// Scans the whole BAR at once (tests, and after a reset when nothing else is pending).
+    pub fn scan_all(&mut self) {
+        for _ in 0..BAR0_DWORDS / SWEEP_DWORDS {
+            self.scan();
+        }
+    }
+
+    /// Handles dword `j` if the driver changed it. Returns true after a reset.
+    fn check_dword(&mut self, j: usize) -> bool {
+        let (old, new) = (self.shadow[j], self.scratch[j]);
+        if old == new {
+            return false;
+        }
+        self.shadow[j] = new;
+        let offset = (j * 4) as u32;
+        if !self.config.memory_enabled() {
+            // A master abort on real hardware: the write never arrives [PCI 3.0 6.2.2].
+            self.lint.warn(
+                offset,
+                new,
+                rule::BAR_WITHOUT_MSE,
+                "BAR0 written while PCI COMMAND.MSE (memory space enable) is 0; the write is dropped".into(),
+            );
+            self.set_reg(offset, old);
+            return false;
+        }
+        self.on_write(offset, old, new)
+    }
+
+    /// Reads the doorbells of enabled queues (called every engine iteration).
+    #[inline]
+    pub fn poll_doorbells(&mut self) {
+        if self.rx[0].enabled {
+            let off = rdt(0);
+            let t = self.bar.read_u32(off as usize);
+            if t != self.shadow[off as usize / 4] {
+                self.shadow[off as usize / 4] = t;
+                self.set_rx_tail(0, t);
+            }
+        }
+        for k in 0..self.active_tx.len() {
+            let q = self.active_tx[k];
+            let off = tdt(q);
+            let t = self.bar.read_u32(off as usize);
+            if t != self.shadow[off as usize / 4] {
+                self.shadow[off as usize / 4] = t;
+                self.set_tx_tail(q, t);
+            }
+        }
+    }
+
+    /// Reacts to a driver write of `new` over `old` at `offset`. Returns true after a reset.
+    fn on_write(&mut self, offset: u32, old: u32, new: u32) -> bool {
+        let canon = alias_of(offset).unwrap_or(offset);
+        let old = if canon != offset { self.reg(canon) } else { old };
+        let mut value = new;
+        if let Some(s) = spec_of(canon) {
+            if s.read_only & (old ^ new) != 0 {
+                value = (new & !s.read_only) | (old & s.read_only);
+            }
+            let changed_reserved = (value ^ old) & s.reserved;
+            if changed_reserved != 0 && (value ^ s.reset) & s.reserved != 0 {
+                self.lint.warn(
+                    canon,
+                    value,
+                    rule::RESERVED_BITS,
+                    format!(
+                        "reserved bits {:#010x} changed from their reset value {:#010x} [DS {}: reserved bits must be written as read]",
+                        (value ^ s.reset) & s.reserved,
+                        s.reset & s.reserved,
+                        s.section
+                    ),
+                );
+            }
+        }
+        match canon {
+            CTRL => {
+                if value & (CTRL_RST | CTRL_LNK_RST) != 0 {
+                    self.reset();
+                    return true;
+                }
+                // Master disable stays set until the next reset (model §8.8); STATUS.GIO follows.
+                value |= old & CTRL_GIO_DIS;
+                self.store(canon, offset, new, value);
+                self.update_status();
+                return false;
+            }
+            EIMS => value |= old, // write 1 sets, 0 has no effect [DS 8.2.3.5.3]
+            EIMC => {
+                let eims = self.reg(EIMS) & !new;
+                self.set_reg(EIMS, eims);
+                value = 0; // write-only
+            }
+            EICS => {
+                let eicr = self.reg(EICR) | new;
+                self.set_reg(EICR, eicr);
+                value = 0;
+            }
+            EICR => value = old & !new, // write 1 to clear
+            EERD if new & 1 != 0 => {
+                // EEPROM read: data in 31:16, DONE (bit 1), START cleared [DS 8.2.3.2.2].
+                let addr = (new >> 2) & 0x3FFF;
+                let data = self.eeprom.get(addr as usize).copied().unwrap_or(0xFFFF);
+                value = (u32::from(data) << 16) | (addr << 2) | 0b10;
+            }
+            MSCA if new & (1 << 30) != 0 => {
+                // MDIO command completes at once; no PHY answers (SFP+ port, model §8.15).
+                value = new & !(1 << 30);
+                let w = self.reg(MSRWD);
+                self.set_reg(MSRWD, 0xFFFF_0000 | (w & 0xFFFF));
+            }
+            AUTOC => value &= !AUTOC_AN_RESTART, // self-clearing; link stays up
+            I2CCTL => value = (value & 0b1010) | ((value >> 1) & 0b0101), // empty cage: inputs follow outputs
+            FCTRL if old != value && self.reg(RXCTRL) & RXCTRL_RXEN != 0 => self.lint.warn(
+                FCTRL,
+                value,
+                rule::FCTRL_WHILE_RXEN,
+                "FCTRL changed while RXCTRL.RXEN = 1 [DS 8.2.3.7.1: change filter control only while receive is disabled]".into(),
+            ),
+            0x0A200..=0x0A5FC => {
+                self.store(canon, offset, new, value);
+                self.rebuild_rar();
+                return false;
+            }
+            _ => self.on_queue_write(canon, old, &mut value),
+        }
+        self.store(canon, offset, new, value);
+        false
+    }
+
+    fn store(&mut self, canon: u32, offset: u32, written: u32, value: u32) {
+        if value != written || canon != offset || alias_for(canon).is_some() {
+            self.set_reg(canon, value);
+        }
+    }
+
+    fn on_queue_write(&mut self, canon: u32, old: u32, value: &mut u32) {
+        let rx_q = match canon {
+            0x01000..=0x01FFF => Some((canon - 0x01000) / 0x40),
+            0x0D000..=0x0DFFF => Some(64 + (canon - 0x0D000) / 0x40),
+            _ => None,
+        };
+        if let Some(q) = rx_q {
+            match canon - rx_block(q) {
+                0x10 => {
+                    let rq = self.rx[q as usize];
+                    if rq.enabled && *value != rq.head {
+                        self.lint.warn(canon, *value, rule::HEAD_WRITE, "RDH changed while the queue is enabled; ignored [DS 8.2.3.8.4: write RDH only while the queue is disabled]".into());
+                        *value = rq.head;
+                    }
+                }
+                0x14 => {
+                    if self.rx[q as usize].enabled {
+                        self.apply_srrctl(q, *value);
+                    }
+                }
+                0x18 => self.set_rx_tail(q, *value),
+                0x28 => {
+                    if *value & RXDCTL_ENABLE != 0 && old & RXDCTL_ENABLE == 0 {
+                        self.enable_rx(q);
+                    } else if *value & RXDCTL_ENABLE == 0 && old & RXDCTL_ENABLE != 0 {
+                        self.rx[q as usize].enabled = false;
+                    }
+                }
+                _ => {}
+            }
+            return;
+        }
+        if (0x06000..0x08000).contains(&canon) {
+            let q = (canon - 0x06000) / 0x40;
+            match canon - tx_block(q) {
+                0x10 => {
+                    let tq = &self.tx[q as usize];
+                    if tq.enabled && *value != tq.head {
+                        let head = tq.head;
+                        self.lint.warn(canon, *value, rule::HEAD_WRITE, "TDH changed while the queue is enabled; ignored [DS 8.2.3.9.8: write TDH only while the queue is disabled]".into());
+                        *value = head;
+                    }
+                }
+                0x18 => self.set_tx_tail(q, *value),
+                0x28 => {
+                    *value &= !TXDCTL_SWFLSH; // self-clearing
+                    if *value & TXDCTL_ENABLE != 0 && old & TXDCTL_ENABLE == 0 {
+                        self.enable_tx(q, *value);
+                    } else if *value & TXDCTL_ENABLE == 0 && old & TXDCTL_ENABLE != 0 {
+                        self.tx[q as usize].enabled = false;
+                        self.active_tx.retain(|&a| a != q);
+                    }
+                }
+                0x38 | 0x3C => {
+                    if self.tx[q as usize].enabled {
+                        let (lo, hi) = if canon - tx_block(q) == 0x38 { (*value, self.reg(tdwbah(q))) } else { (self.reg(tdwbal(q)), *value) };
+                        self.apply_head_wb(q, lo, hi);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn ring_geometry(&mut self, base_lo: u32, base_hi: u32, len: u32, enable_reg: u32, what: &str) -> (u64, u32) {
+        let base = (u64::from(base_hi) << 32) | u64::from(base_lo);
+        if base == 0 || len == 0 {
+            self.lint.warn(
+                enable_reg,
+                self.reg(enable_reg),
+                rule::QUEUE_BEFORE_RING,
+                format!("{what} enabled before its ring base and length were programmed [DS 4.6.7 / 4.6.8: program the ring, then enable the queue]"),
+            );
+        }
+        if base % 128 != 0 {
+            // The full base is used anyway (model §8.2: real parts accepted TinyNF's rings).
+            self.lint.warn(enable_reg, base_lo, rule::RING_ALIGNMENT, format!("{what} ring base {base:#x} is not 128-byte aligned [DS 8.2.3.8.1 / 8.2.3.9.5]"));
+        }
+        if len % 128 != 0 || len > 0x80000 {
+            self.lint.warn(enable_reg, len, rule::RING_LENGTH, format!("{what} ring length {len} is not a multiple of 128 bytes up to 512 KiB [DS 8.2.3.8.3 / 8.2.3.9.7]"));
+        }
+        (base, len / 16)
+    }
+
+    fn enable_rx(&mut self, q: u32) {
+        let (base, size) = self.ring_geometry(self.reg(rdbal(q)), self.reg(rdbah(q)), self.reg(rdlen(q)), rxdctl(q), &format!("RX queue {q}"));
+        let head = self.reg(rdh(q));
+        let tail = self.reg(rdt(q));
+        let rq = &mut self.rx[q as usize];
+        *rq = RxQueue {
+            enabled: true,
+            faulted: false,
+            base,
+            size,
+            head: if head < size { head } else { 0 },
+            tail: if tail < size { tail } else { 0 },
+            ..*rq
+        };
+        self.apply_srrctl(q, self.reg(srrctl(q)));
+        self.rx[q as usize].stat = ((self.reg(rqsmr(q / 4)) >> (8 * (q % 4))) & 0xF) as usize;
+        let head = self.rx[q as usize].head;
+        self.set_reg(rdh(q), head);
+    }
+
+    fn apply_srrctl(&mut self, q: u32, s: u32) {
+        let kb = (s & SRRCTL_BSIZEPACKET_MASK) as usize;
+        let rq = &mut self.rx[q as usize];
+        rq.advanced = (s & SRRCTL_DESCTYPE_MASK) >> SRRCTL_DESCTYPE_SHIFT != 0;
+        rq.buf_size = if kb == 0 { 2048 } else { kb * 1024 };
+        rq.drop_en = s & SRRCTL_DROP_EN != 0;
+    }
+
+    fn enable_tx(&mut self, q: u32, txdctl_value: u32) {
+        let (base, size) = self.ring_geometry(self.reg(tdbal(q)), self.reg(tdbah(q)), self.reg(tdlen(q)), txdctl(q), &format!("TX queue {q}"));
+        let head = self.reg(tdh(q));
+        let tail = self.reg(tdt(q));
+        let stat = ((self.reg(tqsm(q / 4)) >> (8 * (q % 4))) & 0xF) as usize;
+        let tq = &mut self.tx[q as usize];
+        tq.enabled = true;
+        tq.faulted = false;
+        tq.base = base;
+        tq.size = size;
+        tq.head = if head < size { head } else { 0 };
+        tq.tail = if tail < size { tail } else { 0 };
+        tq.wthresh = (txdctl_value >> TXDCTL_WTHRESH_SHIFT) & 0x7F;
+        tq.frame.clear();
+        tq.frame_bad = false;
+        tq.stat = stat;
+        let head = tq.head;
+        self.apply_head_wb(q, self.reg(tdwbal(q)), self.reg(tdwbah(q)));
+        self.set_reg(tdh(q), head);
+        if !self.active_tx.contains(&q) {
+            self.active_tx.push(q);
+        }
+    }
+
+    fn apply_head_wb(&mut self, q: u32, lo: u32, hi: u32) {
+        let addr = (u64::from(hi) << 32) | u64::from(lo & !3);
+        self.tx[q as usize].head_wb = (lo & TDWBAL_HEAD_WB_EN != 0).then_some(addr);
+        if lo & TDWBAL_HEAD_WB_EN != 0 && addr % 16 != 0 {
+            // Written anyway (model §8.3), but real parts ignore such addresses.
+            self.lint.warn(tdwbal(q), lo, rule::HEAD_WB_ALIGNMENT, format!("head write-back address {addr:#x} is not 16-byte aligned; real 82599s do not write it back [DS 7.2.3.5.2, TinyNF observation]"));
+        }
+    }
+
+    fn set_rx_tail(&mut self, q: u32, value: u32) {
+        let rq = &mut self.rx[q as usize];
+        if !rq.enabled {
+            return; // stored; read when the queue is enabled
+        }
+        if value >= rq.size {
+            let size = rq.size;
+            self.lint.warn(rdt(q), value, rule::TAIL_OUTSIDE_RING, format!("RDT {value} is outside the ring of {size} descriptors; ignored [DS 7.1.9]"));
+            return;
+        }
+        rq.tail = value;
+    }
+
+    fn set_tx_tail(&mut self, q: u32, value: u32) {
+        let tq = &mut self.tx[q as usize];
+        if !tq.enabled {
+            return;
+        }
+        if value >= tq.size {
+            let size = tq.size;
+            self.lint.warn(tdt(q), value, rule::TAIL_OUTSIDE_RING, format!("TDT {value} is outside the ring of {size} descriptors; ignored [DS 7.2.3.3]"));
+            return;
+        }
+        tq.tail = value;
+    }
+
+    // ---------------------------------------------------------------- DMA faults
+
+    fn fault(&mut self, direction: &str, queue: u32, descriptor: u32, address: u64, access: &str) {
+        self.fault_count += 1;
+        if self.faults.len() < MAX_FAULTS {
+            eprintln!(
+                "nicsim: DMA fault: port {} {direction} queue {queue} descriptor {descriptor}: {access} at {address:#x} is not memory the driver gave the device; queue stopped",
+                self.index
+            );
+            self.faults.push(DmaFault {
+                port: self.index,
+                direction: direction.into(),
+                queue,
+                descriptor,
+                address,
+                access: access.into(),
+            });
+        }
+        match direction {
+            "rx" => self.rx[queue as usize].faulted = true,
+            _ => self.tx[queue as usize].faulted = true,
+        }
+    }
+
+    // ---------------------------------------------------------------- receive
+
+    /// A frame (without FCS) arrives from the wire [model §4.3].
+    pub fn receive(&mut self, dma: &mut impl DmaSpace, frame: &[u8]) {
+        if !self.rx_path_open() {
+            self.drops.rx_disabled += 1;
+            return;
+        }
+        let wire_len = frame.len() + FCS_LEN;
+        self.counters.tpr += 1;
+        self.counters.tor += wire_len as u64;
+        if wire_len < MIN_FRAME + FCS_LEN {
+            self.counters.ruc += 1;
+            return;
+        }
+        let hl = self.reg(HLREG0);
+        let vlan = frame.len() >= 14 && frame[12..14] == [0x81, 0x00];
+        let max = if hl & HLREG0_JUMBOEN != 0 { (self.reg(MAXFRS) >> 16) as usize } else if vlan { 1522 } else { 1518 };
+        if wire_len > max {
+            self.counters.roc += 1;
+            return;
+        }
+        if !self.l2_accepts(frame) {
+            self.drops.filtered += 1;
+            return;
+        }
+        let strip = hl & HLREG0_RXCRCSTRP != 0;
+        self.counters.gprc += 1;
+        self.counters.gorc += if strip { frame.len() } else { wire_len } as u64;
+        if frame[0..6] == [0xFF; 6] {
+            self.counters.bprc += 1;
+        } else if frame[0] & 1 != 0 {
+            self.counters.mprc += 1;
+        }
+        // Without RSS, VT or filters every accepted frame goes to queue 0 [DS 7.1.2].
+        let q = self.rx[0];
+        if !q.enabled || q.faulted {
+            self.drops.queue_disabled += 1;
+            return;
+        }
+        if !self.fifo.is_empty() {
+            self.fifo_push(frame);
+            self.drain_fifo(dma);
+            return;
+        }
+        match self.write_rx(dma, frame, strip) {
+            RxWrite::Written => {}
+            RxWrite::Fault => self.drops.dma_fault += 1,
+            RxWrite::NoRoom if q.drop_en => self.counters.qprdc[q.stat] += 1,
+            RxWrite::NoRoom => self.fifo_push(frame),
+        }
+    }
+
+    fn l2_accepts(&self, frame: &[u8]) -> bool {
+        // [DS 7.1.1.1]
+        let fctrl = self.reg(FCTRL);
+        let dst: &[u8] = &frame[0..6];
+        if dst == [0xFF; 6] {
+            return fctrl & (FCTRL_MPE | FCTRL_BAM) != 0;
+        }
+        let promiscuous = if dst[0] & 1 != 0 { FCTRL_MPE } else { FCTRL_UPE };
+        fctrl & promiscuous != 0 || self.rar.iter().any(|a| a[..] == *dst)
+    }
+
+    /// Packet-buffer capacity from RXPBSIZE(0) (bits 19:10, KB).
+    fn fifo_capacity(&self) -> usize {
+        ((self.reg(0x03C00) >> 10) & 0x3FF) as usize * 1024
+    }
+
+    fn fifo_push(&mut self, frame: &[u8]) {
+        if self.fifo_bytes + frame.len() > self.fifo_capacity() {
+            self.counters.mpc += 1; // [DS 8.2.3.23.4]
+            return;
+        }
+        let mut b = self.spare.pop().unwrap_or_default();
+        b.clear();
+        b.extend_from_slice(frame);
+        self.fifo_bytes += b.len();
+        self.fifo.push_back(b);
+    }
+
+    fn fifo_clear(&mut self) {
+        while let Some(b) = self.fifo.pop_front() {
+            self.spare.push(b);
+        }
+        self.fifo_bytes = 0;
+    }
+
+    /// Moves frames held in the packet buffer (SRRCTL.DROP_EN = 0) into the ring once the
+    /// driver has given descriptors back.
+    pub fn drain_fifo(&mut self, dma: &mut impl DmaSpace) {
+        if self.fifo.is_empty() {
+            return;
+        }
+        if !self.rx_path_open() || !self.rx[0].enabled || self.rx[0].faulted {
+            return;
+        }
+        let strip = self.reg(HLREG0) & HLREG0_RXCRCSTRP != 0;
+        while let Some(frame) = self.fifo.pop_front() {
+            match self.write_rx(dma, &frame, strip) {
+                RxWrite::NoRoom => {
+                    self.fifo.push_front(frame);
+                    return;
+                }
+                RxWrite::Fault => self.drops.dma_fault += 1,
+                RxWrite::Written => {}
+            }
+            self.fifo_bytes -= frame.len();
+            self.spare.push(frame);
+        }
+    }
+
+    fn write_rx(&mut self, dma: &mut impl DmaSpace, frame: &[u8], strip: bool) -> RxWrite {
+        let q = self.rx[0];
+        let fcs = crc32(frame).to_le_bytes();
+        let total = frame.len() + if strip { 0 } else { FCS_LEN };
+        let need = total.div_ceil(q.buf_size) as u32;
+        let owned = (q.tail + q.size - q.head) % q.size.max(1);
+        if q.size == 0 || owned < need {
+            return RxWrite::NoRoom;
+        }
+        let mut head = q.head;
+        let mut done = 0;
+        while done < total {
+            let desc = q.base + u64::from(head) * 16;
+            let Some(buf) = dma::read_u64(dma, desc) else {
+                self.fault("rx", 0, head, desc, "descriptor read");
+                return RxWrite::Fault;
+            };
+            let n = q.buf_size.min(total - done);
+            // Bytes [done, done + n) of frame ++ FCS.
+            let from_frame = frame.len().saturating_sub(done).min(n);
+            let mut ok = dma::write(dma, buf, &frame[done.min(frame.len())..done.min(frame.len()) + from_frame]);
+            if ok && from_frame < n {
+                let fcs_start = done + from_frame - frame.len();
+                ok = dma::write(dma, buf + from_frame as u64, &fcs[fcs_start..fcs_start + (n - from_frame)]);
+            }
+            if !ok {
+                self.fault("rx", 0, head, buf, "packet buffer write");
+                return RxWrite::Fault;
+            }
+            // The data must be visible before DD [DS 7.1.6 / model §4.3].
+            fence(Ordering::Release);
+            let status = RX_DD | if done + n == total { RX_EOP } else { 0 };
+            let ok = if q.advanced {
+                // Advanced write-back overwrites qword 0 (no RSS, no packet type) [DS 7.1.6.2].
+                dma::write_u64(dma, desc, 0) && {
+                    fence(Ordering::Release);
+                    dma::write_u64(dma, desc + 8, status | (n as u64) << 32)
+                }
+            } else {
+                // Legacy write-back leaves qword 0 (the buffer address) untouched [DS 7.1.5].
+                dma::write_u64(dma, desc + 8, n as u64 | status << 32)
+            };
+            if !ok {
+                self.fault("rx", 0, head, desc, "descriptor write-back");
+                return RxWrite::Fault;
+            }
+            head = (head + 1) % q.size;
+            done += n;
+        }
+        self.rx[0].head = head;
+        self.set_reg(rdh(0), head);
+        self.counters.qprc[q.stat] += 1;
+        self.counters.qbrc[q.stat] += total as u64;
+        RxWrite::Written
+    }
+
+    // ---------------------------------------------------------------- transmit
+
+    /// Runs the transmit queues [model §4.4], appending finished frames to `batch`. Frames
+    /// leave no faster than line rate: a frame starts only when the wire is free.
+    pub fn transmit(&mut self, dma: &mut impl DmaSpace, now_ps: u64, batch: &mut TxBatch) {
+        let n = self.active_tx.len();
+        if n == 0 || !self.tx_path_open() {
+            return;
+        }
+        for k in 0..n {
+            if batch.is_full() || !self.tx_wire.ready(now_ps) {
+                break;
+            }
+            let q = self.active_tx[(self.tx_rr + k) % n];
+            self.transmit_queue(dma, q, now_ps, batch);
+        }
+        self.tx_rr = (self.tx_rr + 1) % n;
+    }
+
+    fn transmit_queue(&mut self, dma: &mut impl DmaSpace, qi: u32, now_ps: u64, batch: &mut TxBatch) {
+        let mut q = std::mem::take(&mut self.tx[qi as usize]);
+        if !q.enabled || q.faulted || q.size == 0 {
+            self.tx[qi as usize] = q;
+            return;
+        }
+        let start_head = q.head;
+        let mut write_head_back = false;
+        let mut processed = 0;
+        while q.head != q.tail && processed < 64 && !batch.is_full() {
+            if q.frame.is_empty() && !self.tx_wire.ready(now_ps) {
+                break;
+            }
+            let desc = q.base + u64::from(q.head) * 16;
+            let mut d = [0u8; 16];
+            if !dma::read(dma, desc, &mut d) {
+                self.fault("tx", qi, q.head, desc, "descriptor read");
+                q.faulted = true;
+                break;
+            }
+            let addr = u64::from_le_bytes(d[0..8].try_into().expect("8 bytes"));
+            let qword1 = u64::from_le_bytes(d[8..16].try_into().expect("8 bytes"));
+            let cmd = d[11];
+            let len = (qword1 & 0xFFFF) as usize;
+            let carries_data = if cmd & TX_DEXT != 0 {
+                match (qword1 >> 20) & 0xF {
+                    0b0011 => true,  // advanced data [DS 7.2.3.2.4]
+                    0b0010 => false, // context: consumed, nothing sent [DS 7.2.3.2.3]
+                    dtyp => {
+                        self.lint.warn(tdt(qi), q.head, rule::TX_DESCRIPTOR, format!("descriptor {} has DEXT = 1 and invalid DTYP {dtyp:#06b}; consumed without sending", q.head));
+                        false
+                    }
+                }
+            } else {
+                true // legacy [DS 7.2.3.2.2]; length 0 = null descriptor
+            };
+            if carries_data && len > 0 {
+                if q.frame.len() + len > MAX_TX_FRAME {
+                    if !q.frame_bad {
+                        self.lint.warn(tdt(qi), q.head, rule::TX_FRAME_SIZE, format!("frame grows beyond {MAX_TX_FRAME} bytes at descriptor {}; dropped", q.head));
+                    }
+                    q.frame_bad = true;
+                } else {
+                    let start = q.frame.len();
+                    q.frame.resize(start + len, 0);
+                    if !dma::read(dma, addr, &mut q.frame[start..]) {
+                        self.fault("tx", qi, q.head, addr, "packet buffer read");
+                        q.faulted = true;
+                        q.frame.clear();
+                        break;
+                    }
+                }
+            }
+            if carries_data && cmd & TX_EOP != 0 {
+                if q.frame_bad {
+                    q.frame.clear();
+                    q.frame_bad = false;
+                } else if !q.frame.is_empty() {
+                    self.emit(&mut q, cmd & TX_IFCS != 0, now_ps, batch);
+                }
+            }
+            if q.head_wb.is_some() {
+                // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2; model §8.1].
+                write_head_back |= cmd & TX_RS != 0;
+            } else if cmd & TX_RS != 0 || q.wthresh > 0 {
+                if !dma::write_u32(dma, desc + 12, (qword1 >> 32) as u32 | 1) {
+                    self.fault("tx", qi, q.head, desc, "descriptor write-back");
+                    q.faulted = true;
+                    break;
+                }
+            }
+            q.head = (q.head + 1) % q.size;
+            processed += 1;
+        }
+        if q.head != start_head {
+            self.set_reg(tdh(qi), q.head);
+        }
+        if write_head_back {
+            let addr = q.head_wb.unwrap_or(0);
+            fence(Ordering::Release);
+            if !dma::write_u32(dma, addr, q.head) {
+                self.fault("tx", qi, q.head, addr, "head write-back");
+                q.faulted = true;
+            }
+        }
+        self.tx[qi as usize] = q;
+    }
+
+    fn emit(&mut self, q: &mut TxQueue, ifcs: bool, now_ps: u64, batch: &mut TxBatch) {
+        let hl = self.reg(HLREG0);
+        if !(ifcs && hl & HLREG0_TXCRCEN != 0) {
+            // The driver supplied the FCS as the last 4 bytes [DS 7.2.3.2.2, IFCS].
+            let l = q.frame.len().saturating_sub(FCS_LEN);
+            q.frame.truncate(l);
+        }
+        if q.frame.len() < MIN_FRAME && hl & HLREG0_TXPADEN != 0 {
+            q.frame.resize(MIN_FRAME, 0); // pad to 64 bytes with FCS [DS 8.2.3.22.8]
+        }
+        if q.frame.is_empty() {
+            return;
+        }
+        let len = q.frame.len() as u64;
+        let c = &mut self.counters;
+        c.gptc += 1;
+        c.tpt += 1;
+        c.gotc += len + FCS_LEN as u64;
+        c.qptc[q.stat] += 1;
+        c.qbtc[q.stat] += len;
+        if q.frame.len() >= 6 {
+            if q.frame[0..6] == [0xFF; 6] {
+                c.bptc += 1;
+            } else if q.frame[0] & 1 != 0 {
+                c.mptc += 1;
+            }
+        }
+        let end = self.tx_wire.send(now_ps, q.frame.len());
+        batch.push_swap(&mut q.frame, end, hl & HLREG0_LPBK != 0);
+    }
+
+    // ---------------------------------------------------------------- statistics
+
+    /// Writes the statistics registers. Counters are totals since reset, truncated to the
+    /// register width (32 bits; 36 bits for octet L/H pairs): a plain memory read cannot clear
+    /// them (see docs/nicsim.md).
+    pub fn publish_counters(&mut self) {
+        let c = self.counters.clone();
+        let put = |p: &mut Self, off: u32, v: u64| {
+            if p.reg(off) != v as u32 {
+                p.set_reg(off, v as u32);
+            }
+        };
+        for (off, v) in [
+            (GPRC, c.gprc),
+            (BPRC, c.bprc),
+            (MPRC, c.mprc),
+            (GPTC, c.gptc),
+            (BPTC, c.bptc),
+            (MPTC, c.mptc),
+            (TPR, c.tpr),
+            (TPT, c.tpt),
+            (RUC, c.ruc),
+            (ROC, c.roc),
+            (mpc(0), c.mpc),
+        ] {
+            put(self, off, v);
+        }
+        for (lo, hi, v) in [(GORCL, GORCH, c.gorc), (GOTCL, GOTCH, c.gotc), (TORL, TORH, c.tor)] {
+            put(self, lo, v);
+            put(self, hi, (v >> 32) & 0xF);
+        }
+        for n in 0..16u32 {
+            let i = n as usize;
+            put(self, qprc(n), c.qprc[i]);
+            put(self, qprdc(n), c.qprdc[i]);
+            put(self, qptc(n), c.qptc[i]);
+            put(self, qbrc_l(n), c.qbrc[i]);
+            put(self, qbrc_h(n), (c.qbrc[i] >> 32) & 0xF);
+            put(self, qbtc_l(n), c.qbtc[i]);
+            put(self, qbtc_h(n), (c.qbtc[i] >> 32) & 0xF);
+        }
+    }
+
+    /// Zeroes the statistics (control socket `reset_counters`).
+    pub fn reset_counters(&mut self) {
+        self.counters = DeviceCounters::default();
+        self.drops = Drops::default();
+        self.publish_counters();
+    }
+
+    /// Queue state for diagnostics: `(enabled, faulted, head, tail, size)`.
+    pub fn rx_queue_state(&self, q: usize) -> (bool, bool, u32, u32, u32) {
+        let r = &self.rx[q];
+        (r.enabled, r.faulted, r.head, r.tail, r.size)
+    }
+
+    /// Transmit queue state: `(enabled, faulted, head, tail, size)`.
+    pub fn tx_queue_state(&self, q: usize) -> (bool, bool, u32, u32, u32) {
+        let t = &self.tx[q];
+        (t.enabled, t.faulted, t.head, t.tail, t.size)
+    }
+
+    /// Enabled TX queues.
+    pub fn active_tx_queues(&self) -> &[u32] {
+        &self.active_tx
+    }
+}

@@ -1,0 +1,352 @@
+//! The device engine: one loop, on its own core, that runs every port.
+//!
+//! Each iteration reads the doorbells of enabled queues, runs the transmit engines (frames go to
+//! the port's sink, across a cable to another port, or back into the port in loopback mode),
+//! drains held receive frames, and lets the generators deliver frames that are due. Every
+//! ~100 µs the slow path polls the whole register file and configuration space, publishes
+//! statistics and answers control requests.
+
+use crate::device::{DeviceCounters, DmaFault, Drops, Port, TxBatch};
+use crate::dma::DmaSpace;
+use crate::lint::LintWarning;
+use crate::wire::{Direction, Generator, LatencySummary, PcapWriter, Sink, StreamStats, TrafficSpec, WireClock};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Slow-path period.
+const SCAN_PERIOD_PS: u64 = 100_000_000; // 100 µs
+/// Frames each generator may deliver per iteration.
+const GEN_BURST: usize = 32;
+
+/// A control request (one JSON object per line on the socket).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Request {
+    /// Ports, PCI addresses and paths.
+    Info,
+    /// Start (or restart) the generator of a port.
+    Start { port: usize, spec: TrafficSpec },
+    /// Stop the generator of a port.
+    Stop { port: usize },
+    /// Change the rate of a running generator (`None` = line rate).
+    SetRate { port: usize, rate_pps: Option<f64> },
+    /// Counters, latency, faults.
+    Stats,
+    /// Lint warnings of every port.
+    Lint,
+    /// Zero sinks, generator counts and device statistics.
+    ResetCounters,
+    /// Capture frames of a port into a pcap file.
+    Pcap { port: usize, path: String, direction: Direction, count: Option<u64> },
+    /// Stop a capture and flush the file.
+    PcapStop { port: usize },
+    /// Stop the server.
+    Shutdown,
+}
+
+/// A request with the channel its answer goes to.
+pub struct Command {
+    pub request: Request,
+    pub reply: Sender<Result<serde_json::Value, String>>,
+}
+
+/// What a port's wire is attached to.
+pub struct PortWire {
+    pub generator: Generator,
+    pub sink: Sink,
+    pub pcap: Option<PcapWriter>,
+    /// The port at the other end of a cable, if any.
+    pub cable: Option<usize>,
+    /// Pacing of frames arriving at this port.
+    pub rx_clock: WireClock,
+}
+
+/// Per-port statistics as reported on the control socket.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PortStats {
+    pub port: usize,
+    pub generator_active: bool,
+    pub generated: u64,
+    pub generated_bytes: u64,
+    pub sink_packets: u64,
+    pub sink_bytes: u64,
+    pub sink_foreign: u64,
+    /// Per generator stream (index = generating port) as seen by this port's sink.
+    pub streams: Vec<(usize, StreamStats)>,
+    pub latency_ns: LatencySummary,
+    pub device: DeviceCounters,
+    pub drops: Drops,
+    pub dma_faults: u64,
+    pub faults: Vec<DmaFault>,
+    pub lint_warnings: usize,
+    pub resets: u64,
+    pub pcap_written: Option<u64>,
+    /// RX queue 0: enabled, faulted, head, tail, size.
+    pub rx_queue0: (bool, bool, u32, u32, u32),
+    pub tx_queues_enabled: usize,
+}
+
+/// The whole engine's statistics.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Stats {
+    pub elapsed_ns: u64,
+    pub iterations: u64,
+    pub ports: Vec<PortStats>,
+}
+
+/// The device engine.
+pub struct Engine<D: DmaSpace> {
+    pub ports: Vec<Port>,
+    pub wires: Vec<PortWire>,
+    pub dma: D,
+    gbps: f64,
+    epoch: Instant,
+    epoch_wall_ns: u64,
+    batch: TxBatch,
+    pub iterations: u64,
+    next_scan_ps: u64,
+    info: serde_json::Value,
+}
+
+impl<D: DmaSpace> Engine<D> {
+    /// An engine over `ports` with links of `gbps`; `cables` connect pairs of ports.
+    pub fn new(ports: Vec<Port>, dma: D, gbps: f64, cables: &[(usize, usize)], info: serde_json::Value) -> Self {
+        let mut wires: Vec<PortWire> = (0..ports.len())
+            .map(|i| PortWire {
+                generator: Generator::new(i as u16),
+                sink: Sink::new(),
+                pcap: None,
+                cable: None,
+                rx_clock: WireClock::new(gbps),
+            })
+            .collect();
+        for &(a, b) in cables {
+            wires[a].cable = Some(b);
+            wires[b].cable = Some(a);
+        }
+        let epoch_wall_ns = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        Engine {
+            ports,
+            wires,
+            dma,
+            gbps,
+            epoch: Instant::now(),
+            epoch_wall_ns,
+            batch: TxBatch::new(64),
+            iterations: 0,
+            next_scan_ps: 0,
+            info,
+        }
+    }
+
+    /// Engine time in picoseconds.
+    pub fn now_ps(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64 * 1000
+    }
+
+    /// One iteration of the fast path at time `now_ps`.
+    pub fn step(&mut self, now_ps: u64) {
+        self.iterations += 1;
+        let Engine { ports, wires, dma, batch, .. } = self;
+        for p in ports.iter_mut() {
+            p.poll_doorbells();
+        }
+        for i in 0..ports.len() {
+            batch.clear();
+            ports[i].transmit(dma, now_ps, batch);
+            for f in batch.iter() {
+                if let Some(pcap) = wires[i].pcap.as_mut().filter(|p| p.direction != Direction::Rx) {
+                    let _ = pcap.record(&f.data, f.end_ps);
+                }
+                if f.loopback {
+                    ports[i].receive(dma, &f.data);
+                } else if let Some(j) = wires[i].cable {
+                    wires[j].rx_clock.send(now_ps, f.data.len());
+                    if let Some(pcap) = wires[j].pcap.as_mut().filter(|p| p.direction != Direction::Tx) {
+                        let _ = pcap.record(&f.data, f.end_ps);
+                    }
+                    ports[j].receive(dma, &f.data);
+                } else {
+                    wires[i].sink.consume(&f.data, f.end_ps);
+                }
+            }
+        }
+        for i in 0..ports.len() {
+            ports[i].drain_fifo(dma);
+            let w = &mut wires[i];
+            let port = &mut ports[i];
+            let pcap = &mut w.pcap;
+            let mut deliver = |frame: &[u8], end_ps: u64| {
+                if let Some(p) = pcap.as_mut().filter(|p| p.direction != Direction::Tx) {
+                    let _ = p.record(frame, end_ps);
+                }
+                port.receive(dma, frame);
+            };
+            for _ in 0..GEN_BURST {
+                if !w.generator.next(now_ps, &mut w.rx_clock, &mut deliver) {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The slow path: register scan, statistics, housekeeping.
+    pub fn scan(&mut self) {
+        for p in self.ports.iter_mut() {
+            p.scan();
+            p.publish_counters();
+        }
+        self.dma.maintain();
+    }
+
+    fn busy(&self) -> bool {
+        self.ports.iter().any(|p| p.busy()) || self.wires.iter().any(|w| w.generator.active())
+    }
+
+    /// Runs until `stop` is set, answering `commands` from the slow path.
+    pub fn run(&mut self, commands: &Receiver<Command>, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            let now = self.now_ps();
+            if now >= self.next_scan_ps {
+                self.scan();
+                while let Ok(cmd) = commands.try_recv() {
+                    let answer = self.handle(cmd.request, now);
+                    let _ = cmd.reply.send(answer);
+                }
+                self.next_scan_ps = now + SCAN_PERIOD_PS;
+                if !self.busy() {
+                    // Nothing enabled: poll registers at 10 kHz without burning the core.
+                    std::thread::sleep(Duration::from_micros(100));
+                    continue;
+                }
+            }
+            self.step(now);
+        }
+        for w in self.wires.iter_mut() {
+            if let Some(p) = w.pcap.as_mut() {
+                let _ = p.flush();
+            }
+        }
+    }
+
+    fn port_index(&self, port: usize) -> Result<usize, String> {
+        if port < self.ports.len() {
+            Ok(port)
+        } else {
+            Err(format!("no port {port}: this nicsim has ports 0..{}", self.ports.len()))
+        }
+    }
+
+    /// Answers one control request.
+    pub fn handle(&mut self, request: Request, now_ps: u64) -> Result<serde_json::Value, String> {
+        match request {
+            Request::Info => Ok(self.info.clone()),
+            Request::Start { port, spec } => {
+                let i = self.port_index(port)?;
+                spec.validate()?;
+                let mac = self.ports[i].mac();
+                self.wires[i].generator.start(spec, mac, self.gbps, now_ps);
+                Ok(serde_json::json!({}))
+            }
+            Request::Stop { port } => {
+                let i = self.port_index(port)?;
+                self.wires[i].generator.stop();
+                Ok(serde_json::json!({ "generated": self.wires[i].generator.sent }))
+            }
+            Request::SetRate { port, rate_pps } => {
+                let i = self.port_index(port)?;
+                if rate_pps.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+                    return Err("rate must be a positive number of packets per second".into());
+                }
+                self.wires[i].generator.set_rate(rate_pps, self.gbps);
+                Ok(serde_json::json!({}))
+            }
+            Request::Stats => serde_json::to_value(self.stats()).map_err(|e| e.to_string()),
+            Request::Lint => {
+                let all: Vec<LintWarning> = self.ports.iter().flat_map(|p| p.lint.entries().to_vec()).collect();
+                serde_json::to_value(all).map_err(|e| e.to_string())
+            }
+            Request::ResetCounters => {
+                for (p, w) in self.ports.iter_mut().zip(self.wires.iter_mut()) {
+                    p.reset_counters();
+                    w.sink.reset();
+                    w.generator.sent = 0;
+                    w.generator.bytes = 0;
+                }
+                Ok(serde_json::json!({}))
+            }
+            Request::Pcap { port, path, direction, count } => {
+                let i = self.port_index(port)?;
+                let w = PcapWriter::create(std::path::Path::new(&path), direction, count, self.epoch_wall_ns)
+                    .map_err(|e| format!("cannot create {path}: {e}"))?;
+                self.wires[i].pcap = Some(w);
+                Ok(serde_json::json!({ "path": path }))
+            }
+            Request::PcapStop { port } => {
+                let i = self.port_index(port)?;
+                match self.wires[i].pcap.take() {
+                    Some(mut p) => {
+                        p.flush().map_err(|e| e.to_string())?;
+                        Ok(serde_json::json!({ "written": p.written }))
+                    }
+                    None => Err(format!("port {port} has no capture running")),
+                }
+            }
+            Request::Shutdown => Ok(serde_json::json!({})),
+        }
+    }
+
+    /// A snapshot of every counter.
+    pub fn stats(&self) -> Stats {
+        let ports = self
+            .ports
+            .iter()
+            .zip(self.wires.iter())
+            .map(|(p, w)| PortStats {
+                port: p.index,
+                generator_active: w.generator.active(),
+                generated: w.generator.sent,
+                generated_bytes: w.generator.bytes,
+                sink_packets: w.sink.packets,
+                sink_bytes: w.sink.bytes,
+                sink_foreign: w.sink.foreign,
+                streams: w.sink.streams.iter().cloned().enumerate().filter(|(_, s)| s.received > 0 || s.lost > 0).collect(),
+                latency_ns: LatencySummary::of(&w.sink.latency_ns),
+                device: p.counters.clone(),
+                drops: p.drops.clone(),
+                dma_faults: p.fault_count,
+                faults: p.faults.clone(),
+                lint_warnings: p.lint.entries().len(),
+                resets: p.resets,
+                pcap_written: w.pcap.as_ref().map(|c| c.written),
+                rx_queue0: p.rx_queue_state(0),
+                tx_queues_enabled: p.active_tx_queues().len(),
+            })
+            .collect();
+        Stats { elapsed_ns: self.now_ps() / 1000, iterations: self.iterations, ports }
+    }
+}
+
+/// Spawns the engine on its own thread (pinned to `cpu` if given).
+pub fn spawn<D: DmaSpace + Send + 'static>(
+    mut engine: Engine<D>,
+    cpu: Option<usize>,
+    commands: Receiver<Command>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Engine<D>> {
+    std::thread::Builder::new()
+        .name("nicsim-engine".into())
+        .spawn(move || {
+            if let Some(c) = cpu {
+                if let Err(e) = platform::sched::pin_current_thread(c) {
+                    eprintln!("nicsim: could not pin the engine to CPU {c}: {e}");
+                }
+            }
+            engine.run(&commands, &stop);
+            engine
+        })
+        .expect("spawning the engine thread")
+}

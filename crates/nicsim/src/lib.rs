@@ -1,0 +1,19 @@
+//! nicsim: a software Intel 82599ES that unmodified user-space drivers run on.
+//!
+//! A driver opens a PCI function directory (`vendor`, `device`, `config`, `resource0`, …),
+//! maps BAR0 from `resource0`, enables bus mastering through `config`, and hands the device
+//! physical addresses of hugepage memory. nicsim presents exactly those files, polls the BAR
+//! for register writes, and moves frames between the driver's descriptor rings and its wire
+//! side (generators, sinks, loopback cables, pcap). See docs/nicsim.md.
+#![forbid(unsafe_code)]
+
+pub mod device;
+pub mod dma;
+pub mod engine;
+pub mod lint;
+pub mod pciconfig;
+pub mod peer;
+pub mod regs;
+pub mod server;
+pub mod sysfs;
+pub mod wire;

@@ -1,0 +1,451 @@
+//! The `nicsim` command: `serve` runs the simulated card; the other subcommands are clients of
+//! its control socket, plus `exec` (run a driver where the fake functions appear under
+//! /sys/bus/pci/devices), `reflect` (the reference peer driver) and `bench` (nicsim's ceiling).
+#![forbid(unsafe_code)]
+
+use clap::{Parser, Subcommand};
+use nicsim::engine::{Request, Stats};
+use nicsim::server::{self, ServeOptions, Server};
+use nicsim::wire::{line_rate_pps, Direction, TrafficSpec};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(name = "nicsim", version, about = "A software Intel 82599ES for user-space drivers")]
+struct Cli {
+    /// Directory of the simulated devices and control socket (default: $NICSIM_ROOT or /dev/shm/nicsim).
+    #[arg(long, global = true)]
+    root: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create the devices and run the engine until SIGINT/SIGTERM or `nicsim shutdown`.
+    Serve {
+        #[arg(long, default_value_t = 2)]
+        ports: usize,
+        /// Connect two ports with a cable, e.g. `--cable 0-1` (repeatable).
+        #[arg(long, value_parser = parse_cable)]
+        cable: Vec<(usize, usize)>,
+        /// Modelled link speed.
+        #[arg(long, default_value_t = 10.0)]
+        link_gbps: f64,
+        /// CPU for the engine thread.
+        #[arg(long)]
+        cpu: Option<usize>,
+        /// Present the functions bound to a fake `ixgbe` kernel driver (unbind via sysfs).
+        #[arg(long)]
+        bound: bool,
+    },
+    /// Run CMD in a private mount namespace where nicsim's functions are /sys/bus/pci/devices.
+    Exec {
+        #[arg(trailing_var_arg = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Control a port's traffic generator.
+    Traffic {
+        #[command(subcommand)]
+        action: TrafficCmd,
+    },
+    /// Print counters (once, or every second with --watch).
+    Stats {
+        #[arg(long)]
+        json: bool,
+        /// Print per-second rates for this many seconds.
+        #[arg(long)]
+        watch: Option<u64>,
+    },
+    /// Print driver lint warnings.
+    Lint {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Capture a port's frames into a pcap file (or stop a capture).
+    Pcap {
+        #[arg(long)]
+        port: usize,
+        #[arg(long)]
+        file: Option<PathBuf>,
+        #[arg(long, default_value = "tx", value_parser = parse_direction)]
+        direction: Direction,
+        #[arg(long)]
+        count: Option<u64>,
+        #[arg(long)]
+        stop: bool,
+    },
+    /// Zero all counters.
+    ResetCounters,
+    /// Stop the server.
+    Shutdown,
+    /// The reference peer driver: forward both ways between two ports (TinyNF style).
+    Reflect {
+        a: String,
+        b: String,
+        /// Directory of PCI functions (default: <root>/devices).
+        #[arg(long)]
+        sysfs: Option<PathBuf>,
+        #[arg(long)]
+        seconds: Option<f64>,
+        #[arg(long)]
+        cpu: Option<usize>,
+    },
+    /// Measure nicsim's ceiling: two ports at full rate with a reflecting peer.
+    Bench {
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        #[arg(long, default_value_t = 10.0)]
+        link_gbps: f64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum TrafficCmd {
+    /// Start generating into a port.
+    Start {
+        #[arg(long)]
+        port: usize,
+        /// Rate: `100%` of line rate, `5Mpps`, `200kpps`, or packets per second.
+        #[arg(long, default_value = "100%")]
+        rate: String,
+        /// Frame size without FCS (60–1514).
+        #[arg(long, default_value_t = 60)]
+        size: usize,
+        #[arg(long, default_value_t = 1)]
+        flows: u32,
+        #[arg(long)]
+        count: Option<u64>,
+        /// Seconds.
+        #[arg(long)]
+        duration: Option<f64>,
+    },
+    /// Stop a port's generator.
+    Stop {
+        #[arg(long)]
+        port: usize,
+    },
+    /// Change a running generator's rate.
+    Rate {
+        #[arg(long)]
+        port: usize,
+        #[arg(long)]
+        rate: String,
+    },
+}
+
+fn parse_cable(s: &str) -> Result<(usize, usize), String> {
+    let (a, b) = s.split_once('-').ok_or("a cable is written A-B, e.g. 0-1")?;
+    Ok((a.parse().map_err(|_| "bad port")?, b.parse().map_err(|_| "bad port")?))
+}
+
+fn parse_direction(s: &str) -> Result<Direction, String> {
+    match s {
+        "tx" => Ok(Direction::Tx),
+        "rx" => Ok(Direction::Rx),
+        "both" => Ok(Direction::Both),
+        _ => Err("direction is tx, rx or both".into()),
+    }
+}
+
+/// Parses a rate into packets per second; `None` = line rate.
+fn parse_rate(s: &str, size: usize, gbps: f64) -> Result<Option<f64>, String> {
+    let s = s.trim().to_ascii_lowercase();
+    let num = |t: &str| t.trim().parse::<f64>().map_err(|_| format!("cannot read rate `{s}`: use 100%, 5Mpps, 200kpps or a number"));
+    let pps = if let Some(p) = s.strip_suffix('%') {
+        let p = num(p)?;
+        if p >= 100.0 {
+            return Ok(None);
+        }
+        p / 100.0 * line_rate_pps(size, gbps)
+    } else if let Some(m) = s.strip_suffix("mpps") {
+        num(m)? * 1e6
+    } else if let Some(k) = s.strip_suffix("kpps") {
+        num(k)? * 1e3
+    } else {
+        num(s.strip_suffix("pps").unwrap_or(&s))?
+    };
+    if pps > 0.0 && pps.is_finite() {
+        Ok(Some(pps))
+    } else {
+        Err(format!("rate `{s}` must be positive"))
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let root = cli.root.clone().unwrap_or_else(server::default_root);
+    match run(cli.command, &root) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nicsim: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn link_gbps(root: &Path) -> Result<f64, String> {
+    Ok(server::request(root, &Request::Info)?["link_gbps"].as_f64().unwrap_or(10.0))
+}
+
+fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
+    match cmd {
+        Cmd::Serve { ports, cable, link_gbps, cpu, bound } => {
+            platform::signals::install_termination_flag().map_err(|e| e.to_string())?;
+            let opts = ServeOptions { ports, root: root.to_path_buf(), cables: cable, gbps: link_gbps, cpu, bound };
+            let server = Server::start(&opts)?;
+            let info = server.request(Request::Info)?;
+            for p in info["ports"].as_array().into_iter().flatten() {
+                println!("nicsim: port {} at {} ({}), MAC {}", p["port"], p["address"].as_str().unwrap_or(""), p["dir"].as_str().unwrap_or(""), p["mac"].as_str().unwrap_or(""));
+            }
+            println!("nicsim: control socket {}; drivers use --sysfs {} or `nicsim exec -- <driver>`", server::socket_path(root).display(), root.join("devices").display());
+            server.run_until_stopped();
+            println!("nicsim: stopped; removed {}", root.join("devices").display());
+            Ok(())
+        }
+        Cmd::Exec { command } => exec(root, &command),
+        Cmd::Traffic { action } => match action {
+            TrafficCmd::Start { port, rate, size, flows, count, duration } => {
+                let gbps = link_gbps(root)?;
+                let spec = TrafficSpec {
+                    rate_pps: parse_rate(&rate, size, gbps)?,
+                    size,
+                    flows,
+                    count,
+                    duration_ms: duration.map(|s| (s * 1000.0) as u64),
+                    dst_mac: None,
+                };
+                server::request(root, &Request::Start { port, spec }).map(|_| ())
+            }
+            TrafficCmd::Stop { port } => server::request(root, &Request::Stop { port }).map(|_| ()),
+            TrafficCmd::Rate { port, rate } => {
+                let gbps = link_gbps(root)?;
+                server::request(root, &Request::SetRate { port, rate_pps: parse_rate(&rate, 60, gbps)? }).map(|_| ())
+            }
+        },
+        Cmd::Stats { json, watch } => {
+            let get = || -> Result<Stats, String> { serde_json::from_value(server::request(root, &Request::Stats)?).map_err(|e| e.to_string()) };
+            match watch {
+                None if json => {
+                    println!("{}", serde_json::to_string_pretty(&get()?).map_err(|e| e.to_string())?);
+                    Ok(())
+                }
+                None => {
+                    print_totals(&get()?);
+                    Ok(())
+                }
+                Some(secs) => {
+                    let mut prev = get()?;
+                    for _ in 0..secs {
+                        std::thread::sleep(Duration::from_secs(1));
+                        let cur = get()?;
+                        print_rates(&prev, &cur);
+                        prev = cur;
+                    }
+                    Ok(())
+                }
+            }
+        }
+        Cmd::Lint { json } => {
+            let v = server::request(root, &Request::Lint)?;
+            if json {
+                println!("{v}");
+            } else {
+                let list = v.as_array().cloned().unwrap_or_default();
+                if list.is_empty() {
+                    println!("no lint warnings");
+                }
+                for w in list {
+                    println!(
+                        "port {} {} = {:#010x} [{}] x{}: {}",
+                        w["port"], w["register"].as_str().unwrap_or(""), w["value"].as_u64().unwrap_or(0), w["rule"].as_str().unwrap_or(""), w["count"], w["message"].as_str().unwrap_or("")
+                    );
+                }
+            }
+            Ok(())
+        }
+        Cmd::Pcap { port, file, direction, count, stop } => {
+            if stop {
+                let v = server::request(root, &Request::PcapStop { port })?;
+                println!("{} frames written", v["written"]);
+                return Ok(());
+            }
+            let file = file.ok_or("give --file FILE (or --stop)")?;
+            let path = std::path::absolute(&file).map_err(|e| e.to_string())?;
+            server::request(root, &Request::Pcap { port, path: path.display().to_string(), direction, count }).map(|_| ())
+        }
+        Cmd::ResetCounters => server::request(root, &Request::ResetCounters).map(|_| ()),
+        Cmd::Shutdown => server::request(root, &Request::Shutdown).map(|_| ()),
+        Cmd::Reflect { a, b, sysfs, seconds, cpu } => {
+            platform::signals::install_termination_flag().map_err(|e| e.to_string())?;
+            if let Some(c) = cpu {
+                platform::sched::pin_current_thread(c).map_err(|e| format!("pinning to CPU {c}: {e}"))?;
+            }
+            let sysfs = sysfs.unwrap_or_else(|| root.join("devices"));
+            let start = Instant::now();
+            let limit = seconds.map(Duration::from_secs_f64);
+            let n = nicsim::peer::reflect(&sysfs, &a, &b, |_| platform::signals::terminate_requested() || limit.is_some_and(|l| start.elapsed() >= l))?;
+            println!("reflect: forwarded {n} packets in {:.1} s", start.elapsed().as_secs_f64());
+            Ok(())
+        }
+        Cmd::Bench { seconds, link_gbps, json } => bench(seconds, link_gbps, json),
+    }
+}
+
+fn exec(root: &Path, command: &[String]) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let devices = root.join("devices");
+    if !devices.is_dir() {
+        return Err(format!("no nicsim devices under {}: start `nicsim serve` first (or pass --root)", devices.display()));
+    }
+    platform::ns::enter_private_mount_namespace().map_err(|e| e.to_string())?;
+    platform::ns::bind_mount(&devices, Path::new("/sys/bus/pci/devices")).map_err(|e| e.to_string())?;
+    let drivers = root.join("drivers");
+    if drivers.is_dir() {
+        platform::ns::bind_mount(&drivers, Path::new("/sys/bus/pci/drivers")).map_err(|e| e.to_string())?;
+    }
+    let err = std::process::Command::new(&command[0]).args(&command[1..]).exec();
+    Err(format!("cannot run {}: {err}", command[0]))
+}
+
+fn mpps(n: u64, secs: f64) -> f64 {
+    n as f64 / secs / 1e6
+}
+
+fn print_totals(s: &Stats) {
+    println!("nicsim up {:.1} s", s.elapsed_ns as f64 / 1e9);
+    for p in &s.ports {
+        let lost: u64 = p.streams.iter().map(|(_, st)| st.lost).sum();
+        let reordered: u64 = p.streams.iter().map(|(_, st)| st.reordered).sum();
+        println!(
+            "port {}: generated {} | to driver {} (no descriptor {}, missed {}, rx off {}) | driver sent {} | sink {} lost {} reordered {} | latency p50 {} ns p99 {} ns max {} ns | DMA faults {} | lint {}",
+            p.port,
+            p.generated,
+            p.device.qprc.iter().sum::<u64>(),
+            p.device.qprdc.iter().sum::<u64>(),
+            p.device.mpc,
+            p.drops.rx_disabled,
+            p.device.gptc,
+            p.sink_packets,
+            lost,
+            reordered,
+            p.latency_ns.p50,
+            p.latency_ns.p99,
+            p.latency_ns.max,
+            p.dma_faults,
+            p.lint_warnings
+        );
+    }
+}
+
+fn print_rates(a: &Stats, b: &Stats) {
+    let secs = (b.elapsed_ns - a.elapsed_ns) as f64 / 1e9;
+    let mut line = format!("{:>6.1}s", b.elapsed_ns as f64 / 1e9);
+    for (x, y) in a.ports.iter().zip(&b.ports) {
+        let rx = y.device.qprc.iter().sum::<u64>() - x.device.qprc.iter().sum::<u64>();
+        let drop = y.device.qprdc.iter().sum::<u64>() + y.device.mpc + y.drops.rx_disabled - x.device.qprdc.iter().sum::<u64>() - x.device.mpc - x.drops.rx_disabled;
+        line += &format!(
+            " | port {}: gen {:6.2} Mpps, to driver {:6.2}, dropped {:6.2}, driver sent {:6.2}, sink {:6.2} Mpps, p99 {} ns",
+            y.port,
+            mpps(y.generated - x.generated, secs),
+            mpps(rx, secs),
+            mpps(drop, secs),
+            mpps(y.device.gptc - x.device.gptc, secs),
+            mpps(y.sink_packets - x.sink_packets, secs),
+            y.latency_ns.p99
+        );
+    }
+    println!("{line}");
+}
+
+fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
+    let root = std::env::temp_dir().join(format!("nicsim-bench-{}", std::process::id()));
+    let root = if Path::new("/dev/shm").is_dir() { PathBuf::from(format!("/dev/shm/nicsim-bench-{}", std::process::id())) } else { root };
+    let cpus = platform::sched::available_cpus();
+    let opts = ServeOptions { ports: 2, root: root.clone(), cables: vec![], gbps, cpu: Some(0), bound: false };
+    let server = Server::start(&opts)?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let a = nicsim::sysfs::port_address(0);
+    let b = nicsim::sysfs::port_address(1);
+    let mut peer = std::process::Command::new(exe)
+        .args(["--root", &root.display().to_string(), "reflect", &a, &b, "--seconds", &format!("{}", seconds + 3.0)])
+        .args(if cpus > 1 { vec!["--cpu".to_string(), "1".to_string()] } else { vec![] })
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("starting the peer: {e}"))?;
+    // Wait until the peer has both receive queues up.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s: Stats = serde_json::from_value(server.request(Request::Stats)?).map_err(|e| e.to_string())?;
+        if s.ports.iter().all(|p| p.rx_queue0.0) {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = peer.kill();
+            return Err("the reflecting peer did not bring the ports up".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for port in 0..2 {
+        server.request(Request::Start { port, spec: TrafficSpec::default() })?;
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let get = || -> Result<Stats, String> { serde_json::from_value(server.request(Request::Stats)?).map_err(|e| e.to_string()) };
+    let s0 = get()?;
+    std::thread::sleep(Duration::from_secs_f64(seconds));
+    let s1 = get()?;
+    for port in 0..2 {
+        server.request(Request::Stop { port })?;
+    }
+    let _ = peer.wait();
+    server.stop();
+    let secs = (s1.elapsed_ns - s0.elapsed_ns) as f64 / 1e9;
+    let per_port: Vec<serde_json::Value> = s0
+        .ports
+        .iter()
+        .zip(&s1.ports)
+        .map(|(x, y)| {
+            let rx = y.device.qprc[0] - x.device.qprc[0];
+            let tx = y.device.gptc - x.device.gptc;
+            serde_json::json!({
+                "port": y.port,
+                "generated_mpps": mpps(y.generated - x.generated, secs),
+                "into_rx_ring_mpps": mpps(rx, secs),
+                "no_descriptor_mpps": mpps(y.device.qprdc[0] - x.device.qprdc[0], secs),
+                "drained_from_tx_ring_mpps": mpps(tx, secs),
+                "sink_mpps": mpps(y.sink_packets - x.sink_packets, secs),
+            })
+        })
+        .collect();
+    let total_rx: f64 = per_port.iter().map(|p| p["into_rx_ring_mpps"].as_f64().unwrap_or(0.0)).sum();
+    let total_tx: f64 = per_port.iter().map(|p| p["drained_from_tx_ring_mpps"].as_f64().unwrap_or(0.0)).sum();
+    let line_rate = line_rate_pps(60, gbps) / 1e6;
+    let result = serde_json::json!({
+        "link_gbps": gbps,
+        "seconds": secs,
+        "line_rate_mpps_per_port": line_rate,
+        "ports": per_port,
+        "total_into_rx_rings_mpps": total_rx,
+        "total_drained_from_tx_rings_mpps": total_tx,
+    });
+    if json {
+        println!("{result}");
+    } else {
+        println!("nicsim ceiling, 64-byte frames, 2 ports, {gbps} Gb/s links ({line_rate:.2} Mpps line rate per port), {secs:.1} s, reflecting peer on the other core:");
+        for p in &per_port {
+            println!(
+                "  port {}: generated {:.2} Mpps, written into RX ring {:.2} Mpps (no descriptor {:.2}), drained from TX ring {:.2} Mpps",
+                p["port"],
+                p["generated_mpps"].as_f64().unwrap_or(0.0),
+                p["into_rx_ring_mpps"].as_f64().unwrap_or(0.0),
+                p["no_descriptor_mpps"].as_f64().unwrap_or(0.0),
+                p["drained_from_tx_ring_mpps"].as_f64().unwrap_or(0.0)
+            );
+        }
+        println!("  total: {total_rx:.2} Mpps into RX rings, {total_tx:.2} Mpps drained from TX rings (target 2 x {line_rate:.2})");
+    }
+    Ok(())
+}

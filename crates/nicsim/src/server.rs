@@ -1,0 +1,240 @@
+//! `nicsim serve`: creates the devices, runs the engine, answers the control socket, and
+//! removes everything it created when it stops. Also the client side of the socket.
+
+use crate::device::Port;
+use crate::dma::ProcDmaSpace;
+use crate::engine::{self, Command, Engine, Request};
+use crate::pciconfig::{PciConfig, CONFIG_LEN};
+use crate::regs::BAR0_LEN;
+use crate::sysfs;
+use platform::MappedRegion;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where nicsim puts its devices and socket unless told otherwise (must be on tmpfs).
+pub const DEFAULT_ROOT: &str = "/dev/shm/nicsim";
+
+/// The root to use: `NICSIM_ROOT` or [`DEFAULT_ROOT`].
+pub fn default_root() -> PathBuf {
+    std::env::var_os("NICSIM_ROOT").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT))
+}
+
+/// The control socket of a root.
+pub fn socket_path(root: &Path) -> PathBuf {
+    root.join("nicsim.sock")
+}
+
+/// Options of `nicsim serve`.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub ports: usize,
+    pub root: PathBuf,
+    pub cables: Vec<(usize, usize)>,
+    pub gbps: f64,
+    pub cpu: Option<usize>,
+    /// Present the functions bound to a fake `ixgbe` kernel driver (unbind through sysfs).
+    pub bound: bool,
+}
+
+/// A running server.
+pub struct Server {
+    root: PathBuf,
+    created_root: bool,
+    stop: Arc<AtomicBool>,
+    shutdown: Arc<AtomicBool>,
+    engine: Option<std::thread::JoinHandle<Engine<ProcDmaSpace>>>,
+    commands: Sender<Command>,
+    bound: bool,
+}
+
+impl Server {
+    /// Creates the devices and starts the engine and the control socket.
+    pub fn start(opts: &ServeOptions) -> Result<Server, String> {
+        if opts.ports == 0 || opts.ports > crate::wire::MAX_STREAMS {
+            return Err(format!("--ports must be between 1 and {}", crate::wire::MAX_STREAMS));
+        }
+        for &(a, b) in &opts.cables {
+            if a >= opts.ports || b >= opts.ports || a == b {
+                return Err(format!("cable {a}-{b} must join two different ports below {}", opts.ports));
+            }
+        }
+        if !(opts.gbps > 0.0 && opts.gbps.is_finite()) {
+            return Err("--link-gbps must be positive".into());
+        }
+        let socket = socket_path(&opts.root);
+        if UnixStream::connect(&socket).is_ok() {
+            return Err(format!("another nicsim already serves {}: stop it with `nicsim shutdown` or pick another --root", opts.root.display()));
+        }
+        let created_root = !opts.root.exists();
+        // A previous server that was killed may have left its tree behind.
+        for d in ["devices", "drivers"] {
+            let _ = std::fs::remove_dir_all(opts.root.join(d));
+        }
+        let _ = std::fs::remove_file(&socket);
+        std::fs::create_dir_all(&opts.root).map_err(|e| format!("cannot create {}: {e}", opts.root.display()))?;
+
+        let mut ports = Vec::new();
+        let mut bar_files = Vec::new();
+        let mut info_ports = Vec::new();
+        for n in 0..opts.ports {
+            let f = sysfs::create_function(&opts.root, n, opts.bound).map_err(|e| format!("creating the PCI function of port {n}: {e}"))?;
+            let map = |file: &std::fs::File, len| MappedRegion::map_file(file, 0, len, true).map_err(|e| format!("mapping port {n}: {e}"));
+            let config = PciConfig::new(map(&f.config, CONFIG_LEN)?, sysfs::bar0_phys(n));
+            let bar = map(&f.resource0, BAR0_LEN)?;
+            let port = Port::new(n, bar, config, (n % 8) as u32, opts.gbps);
+            let m = port.mac();
+            info_ports.push(serde_json::json!({
+                "port": n,
+                "address": f.address,
+                "dir": f.dir,
+                "mac": format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]),
+                "cable": opts.cables.iter().find_map(|&(a, b)| if a == n { Some(b) } else if b == n { Some(a) } else { None }),
+            }));
+            ports.push(port);
+            bar_files.push(f.resource0);
+        }
+        let dma = ProcDmaSpace::new(&bar_files.iter().collect::<Vec<_>>()).map_err(|e| format!("DMA space: {e}"))?;
+        let info = serde_json::json!({
+            "root": opts.root,
+            "devices": opts.root.join("devices"),
+            "socket": socket,
+            "link_gbps": opts.gbps,
+            "ports": info_ports,
+        });
+        let engine = Engine::new(ports, dma, opts.gbps, &opts.cables, info);
+        let (tx, rx) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = engine::spawn(engine, opts.cpu, rx, stop.clone());
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let listener = UnixListener::bind(&socket).map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
+        {
+            let tx = tx.clone();
+            let shutdown = shutdown.clone();
+            std::thread::Builder::new()
+                .name("nicsim-control".into())
+                .spawn(move || {
+                    for stream in listener.incoming().flatten() {
+                        let tx = tx.clone();
+                        let shutdown = shutdown.clone();
+                        std::thread::spawn(move || serve_connection(stream, &tx, &shutdown));
+                    }
+                })
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(Server { root: opts.root.clone(), created_root, stop, shutdown, engine: Some(handle), commands: tx, bound: opts.bound })
+    }
+
+    /// Sends a request to the engine directly (in-process clients).
+    pub fn request(&self, request: Request) -> Result<serde_json::Value, String> {
+        ask(&self.commands, request)
+    }
+
+    /// Whether a `shutdown` request arrived.
+    pub fn shutdown_requested(&self) -> bool {
+        self.shutdown.load(Ordering::Relaxed)
+    }
+
+    /// Runs until SIGINT/SIGTERM or a `shutdown` request, then cleans up.
+    pub fn run_until_stopped(self) {
+        while !self.shutdown_requested() && !platform::signals::terminate_requested() {
+            if self.bound {
+                for a in sysfs::process_unbind(&self.root) {
+                    eprintln!("nicsim: {a} unbound from {}", sysfs::FAKE_DRIVER);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the engine and removes the devices, the socket and (if created) the root.
+    pub fn stop(mut self) {
+        self.cleanup();
+    }
+
+    fn cleanup(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.engine.take() {
+            let _ = h.join();
+        }
+        let _ = std::fs::remove_file(socket_path(&self.root));
+        for d in ["devices", "drivers"] {
+            let _ = std::fs::remove_dir_all(self.root.join(d));
+        }
+        if self.created_root {
+            let _ = std::fs::remove_dir(&self.root);
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.engine.is_some() {
+            self.cleanup();
+        }
+    }
+}
+
+fn ask(commands: &Sender<Command>, request: Request) -> Result<serde_json::Value, String> {
+    let (reply, answer) = mpsc::channel();
+    commands.send(Command { request, reply }).map_err(|_| "the engine has stopped".to_string())?;
+    answer.recv_timeout(Duration::from_secs(10)).map_err(|_| "the engine did not answer within 10 s".to_string())?
+}
+
+fn serve_connection(stream: UnixStream, commands: &Sender<Command>, shutdown: &AtomicBool) {
+    let Ok(mut out) = stream.try_clone() else { return };
+    for line in BufReader::new(stream).lines() {
+        let Ok(line) = line else { return };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let answer = match serde_json::from_str::<Request>(&line) {
+            Ok(Request::Shutdown) => {
+                shutdown.store(true, Ordering::Relaxed);
+                Ok(serde_json::json!({}))
+            }
+            Ok(req) => ask(commands, req),
+            Err(e) => Err(format!("bad request: {e}")),
+        };
+        let json = match answer {
+            Ok(v) => serde_json::json!({ "ok": true, "result": v }),
+            Err(e) => serde_json::json!({ "ok": false, "error": e }),
+        };
+        if writeln!(out, "{json}").is_err() {
+            return;
+        }
+    }
+}
+
+/// Sends one request to the server of `root` and returns its result.
+pub fn request(root: &Path, request: &Request) -> Result<serde_json::Value, String> {
+    let socket = socket_path(root);
+    let mut s = UnixStream::connect(&socket)
+        .map_err(|e| format!("cannot reach nicsim at {}: {e} (start it with `nicsim serve --ports 2`)", socket.display()))?;
+    let line = serde_json::to_string(request).map_err(|e| e.to_string())?;
+    writeln!(s, "{line}").map_err(|e| e.to_string())?;
+    let mut answer = String::new();
+    BufReader::new(&s).read_line(&mut answer).map_err(|e| e.to_string())?;
+    let v: serde_json::Value = serde_json::from_str(&answer).map_err(|e| format!("bad answer from nicsim: {e}"))?;
+    if v["ok"].as_bool() == Some(true) {
+        Ok(v["result"].clone())
+    } else {
+        Err(v["error"].as_str().unwrap_or("unknown error").to_string())
+    }
+}
+
+/// Waits until the server of `root` answers (after spawning it as a process).
+pub fn wait_ready(root: &Path, timeout: Duration) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match request(root, &Request::Info) {
+            Ok(_) => return Ok(()),
+            Err(e) if std::time::Instant::now() > deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}

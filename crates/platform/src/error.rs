@@ -1,0 +1,84 @@
+//! Errors that name their fix.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// A failure at the OS boundary. `Display` is one line that tells the user what to do.
+#[derive(Debug)]
+pub enum PlatformError {
+    /// The operation needs root (CAP_SYS_ADMIN), e.g. reading physical addresses.
+    NotRoot { what: &'static str },
+    /// Not enough 2 MiB hugepages are reserved.
+    NoHugepages { requested_bytes: usize },
+    /// No hugetlbfs mount exists, so no hugepage file can be created.
+    HugetlbfsNotMounted,
+    /// The PCI function directory does not exist under the sysfs root.
+    DeviceNotFound { address: String, root: PathBuf },
+    /// The PCI address is not of the form `DDDD:BB:DD.F` or `BB:DD.F`.
+    BadAddress { address: String },
+    /// The function exists but is not the expected device.
+    WrongDevice { address: String, vendor: u16, device: u16, expected: &'static str },
+    /// The function is bound to a kernel driver that we must not take it from.
+    BoundToKernelDriver { address: String, driver: String, root: PathBuf },
+    /// Any other I/O failure, with what we were doing.
+    Io { context: String, source: io::Error },
+}
+
+impl PlatformError {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
+        PlatformError::Io { context: context.into(), source }
+    }
+}
+
+impl fmt::Display for PlatformError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PlatformError::NotRoot { what } => {
+                write!(f, "{what} needs root (CAP_SYS_ADMIN): run the command as root, e.g. with sudo")
+            }
+            PlatformError::NoHugepages { requested_bytes } => write!(
+                f,
+                "not enough 2 MiB hugepages for {} MiB of DMA memory: reserve more with \
+                 `echo 1024 > /proc/sys/vm/nr_hugepages` (scripts/setup does this)",
+                requested_bytes.div_ceil(1 << 20)
+            ),
+            PlatformError::HugetlbfsNotMounted => write!(
+                f,
+                "no hugetlbfs mount found: mount one with `mkdir -p /dev/hugepages && \
+                 mount -t hugetlbfs nodev /dev/hugepages` (scripts/setup does this)"
+            ),
+            PlatformError::DeviceNotFound { address, root } => write!(
+                f,
+                "PCI function {address} not found under {}: list the functions with `ls {}` \
+                 (for nicsim's devices pass --sysfs <nicsim root>/devices or use `nicsim exec`)",
+                root.display(),
+                root.display()
+            ),
+            PlatformError::BadAddress { address } => write!(
+                f,
+                "`{address}` is not a PCI address: write it as DDDD:BB:DD.F (e.g. 0000:5e:00.0) or BB:DD.F"
+            ),
+            PlatformError::WrongDevice { address, vendor, device, expected } => write!(
+                f,
+                "PCI function {address} is {vendor:04x}:{device:04x}, not {expected}: pass the address of {expected}"
+            ),
+            PlatformError::BoundToKernelDriver { address, driver, root } => write!(
+                f,
+                "PCI function {address} is bound to the kernel driver `{driver}`: if it is yours to take, \
+                 unbind it with `echo {address} > {}/{address}/driver/unbind` (we never unbind automatically)",
+                root.display()
+            ),
+            PlatformError::Io { context, source } => write!(f, "{context}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for PlatformError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PlatformError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

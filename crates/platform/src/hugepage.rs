@@ -1,0 +1,121 @@
+//! DMA memory: 2 MiB hugepages with known physical addresses.
+//!
+//! A hugepage is physically contiguous, never swapped and never moved, so its physical address
+//! (from pagemap) can be given to a device. Two backings are offered, matching the two driver
+//! families we follow: a file on a hugetlbfs mount (ixy, DPDK) and an anonymous shared
+//! hugetlb mapping (TinyNF). Both are shared mappings, which is what nicsim can resolve.
+
+use crate::error::PlatformError;
+use crate::mem::MappedRegion;
+use crate::pagemap::Pagemap;
+use std::fs::OpenOptions;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Size of one hugepage.
+pub const HUGEPAGE: usize = 2 << 20;
+
+/// Where DMA memory comes from.
+#[derive(Debug, Clone)]
+pub enum DmaBacking {
+    /// A file on a hugetlbfs mount: the given directory, or the first 2 MiB mount found.
+    HugetlbfsFile(Option<PathBuf>),
+    /// `MAP_SHARED | MAP_ANONYMOUS | MAP_HUGETLB`.
+    AnonymousHugetlb,
+}
+
+/// A block of hugepage memory and the physical address of each of its pages.
+#[derive(Debug)]
+pub struct DmaMemory {
+    region: MappedRegion,
+    page_phys: Vec<u64>,
+}
+
+impl DmaMemory {
+    /// Allocates at least `len` bytes (rounded up to whole hugepages), faulted in and zeroed.
+    pub fn allocate(len: usize, backing: DmaBacking) -> Result<Self, PlatformError> {
+        let len = len.max(1).div_ceil(HUGEPAGE) * HUGEPAGE;
+        let region = match backing {
+            DmaBacking::AnonymousHugetlb => MappedRegion::anonymous_hugetlb(len).map_err(|e| hugepage_error(e, len))?,
+            DmaBacking::HugetlbfsFile(dir) => {
+                let dir = match dir {
+                    Some(d) => d,
+                    None => crate::fs::hugetlbfs_mounts().into_iter().next().ok_or(PlatformError::HugetlbfsNotMounted)?,
+                };
+                static COUNTER: AtomicU64 = AtomicU64::new(0);
+                let name = format!("dma-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+                let path = dir.join(name);
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .map_err(|e| open_error(e, &path))?;
+                // The mapping keeps the pages alive; the name is not needed once mapped.
+                let mapped = file
+                    .set_len(len as u64)
+                    .and_then(|()| MappedRegion::map_file(&file, 0, len, true))
+                    .map_err(|e| hugepage_error(e, len));
+                let _ = std::fs::remove_file(&path);
+                mapped?
+            }
+        };
+        // Touch every page so it is present in our page tables, then look its frame up.
+        let pagemap = Pagemap::open(None)?;
+        let mut page_phys = Vec::with_capacity(len / HUGEPAGE);
+        for page in 0..len / HUGEPAGE {
+            region.write_u64(page * HUGEPAGE, 0);
+            let phys = pagemap
+                .translate(region.virt_addr() + page * HUGEPAGE)?
+                .ok_or_else(|| PlatformError::io("hugepage not present after touching it", std::io::Error::other("pagemap")))?;
+            page_phys.push(phys);
+        }
+        Ok(DmaMemory { region, page_phys })
+    }
+
+    /// The mapping, for reading and writing what the device sees.
+    pub fn region(&self) -> &MappedRegion {
+        &self.region
+    }
+
+    /// Length in bytes (a multiple of [`HUGEPAGE`]).
+    pub fn len(&self) -> usize {
+        self.region.len()
+    }
+
+    /// Never empty.
+    pub fn is_empty(&self) -> bool {
+        self.region.is_empty()
+    }
+
+    /// Physical address of byte `offset`. Panics if `offset` is outside the block.
+    pub fn phys(&self, offset: usize) -> u64 {
+        assert!(offset < self.len(), "offset {offset:#x} outside DMA block of {:#x} bytes", self.len());
+        self.page_phys[offset / HUGEPAGE] + (offset % HUGEPAGE) as u64
+    }
+
+    /// Whether `[offset, offset + len)` is physically contiguous (within one hugepage, or
+    /// spanning pages that happen to be adjacent).
+    pub fn is_contiguous(&self, offset: usize, len: usize) -> bool {
+        if len == 0 || !self.region.contains(offset, len) {
+            return false;
+        }
+        let (first, last) = (offset / HUGEPAGE, (offset + len - 1) / HUGEPAGE);
+        (first..last).all(|p| self.page_phys[p] + HUGEPAGE as u64 == self.page_phys[p + 1])
+    }
+}
+
+fn hugepage_error(e: std::io::Error, len: usize) -> PlatformError {
+    match e.raw_os_error() {
+        Some(libc::ENOMEM) | Some(libc::ENOSPC) | Some(libc::EINVAL) => PlatformError::NoHugepages { requested_bytes: len },
+        Some(libc::EPERM) | Some(libc::EACCES) => PlatformError::NotRoot { what: "allocating hugepages" },
+        _ => PlatformError::io("allocating hugepage memory", e),
+    }
+}
+
+fn open_error(e: std::io::Error, path: &std::path::Path) -> PlatformError {
+    match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => PlatformError::NotRoot { what: "creating a hugepage file" },
+        _ => PlatformError::io(format!("creating {}", path.display()), e),
+    }
+}

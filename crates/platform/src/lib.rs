@@ -1,0 +1,25 @@
+//! The OS boundary of safenic and nicsim.
+//!
+//! Everything that talks to the kernel about memory lives here: shared mappings of files
+//! (a device's `resource0`, a driver's hugepages as seen by nicsim), hugepage DMA memory with
+//! physical addresses from `/proc/self/pagemap`, PCI functions through sysfs, mount
+//! namespaces for `nicsim exec`, and CPU pinning. Each `unsafe` block carries a `// SAFETY:`
+//! comment; callers only see safe, bounds-checked interfaces.
+//!
+//! Every failure a user can cause or fix is a [`PlatformError`] whose message is one line that
+//! names the fix.
+
+pub mod error;
+pub mod fs;
+pub mod hugepage;
+pub mod mem;
+pub mod ns;
+pub mod pagemap;
+pub mod pci;
+pub mod sched;
+pub mod signals;
+
+pub use error::PlatformError;
+pub use hugepage::{DmaBacking, DmaMemory};
+pub use mem::MappedRegion;
+pub use pci::PciFunction;

@@ -1,0 +1,276 @@
+//! Shared memory mappings with bounds-checked volatile access.
+//!
+//! A [`MappedRegion`] is memory that another party may read or write at any time: a device's
+//! BAR (the driver writes registers, nicsim writes status), DMA memory (the device writes
+//! packets and descriptors). Every access is volatile (or a raw copy for byte ranges), so the
+//! compiler neither caches nor elides it, and every access is bounds-checked, so no caller can
+//! reach outside the mapping. Values are plain integers and bytes, which have no invalid bit
+//! patterns: whatever the other side writes, reading it is sound.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::ptr::NonNull;
+
+/// An `mmap`ed region shared with another process or a device.
+#[derive(Debug)]
+pub struct MappedRegion {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the region is plain shared memory owned by this value until `Drop`; every access
+// goes through `&self` methods that use volatile or raw-pointer operations on integers and
+// bytes, which are sound however other threads or processes modify the memory meanwhile.
+unsafe impl Send for MappedRegion {}
+// SAFETY: see `Send`: no method hands out a Rust reference into the mapping.
+unsafe impl Sync for MappedRegion {}
+
+/// `MAP_HUGE_2MB`: log2(2 MiB) in the mmap flag bits reserved for the huge page size.
+const MAP_HUGE_2MB: libc::c_int = 21 << libc::MAP_HUGE_SHIFT;
+
+impl MappedRegion {
+    fn mmap(len: usize, flags: libc::c_int, fd: libc::c_int, offset: u64) -> io::Result<Self> {
+        if len == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot map 0 bytes"));
+        }
+        let offset = libc::off_t::try_from(offset)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mapping offset too large"))?;
+        // SAFETY: a fresh mapping at an address the kernel chooses (NULL hint) cannot overlap
+        // any existing Rust object; the result is checked for MAP_FAILED before use.
+        let addr = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, offset)
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(addr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        Ok(MappedRegion { ptr, len })
+    }
+
+    /// Maps `len` bytes of `file` from `offset`, shared and writable. With `populate`, the
+    /// kernel faults every page in at once (for hugetlbfs this also reserves the pages).
+    pub fn map_file(file: &File, offset: u64, len: usize, populate: bool) -> io::Result<Self> {
+        let mut flags = libc::MAP_SHARED;
+        if populate {
+            flags |= libc::MAP_POPULATE;
+        }
+        Self::mmap(len, flags, file.as_raw_fd(), offset)
+    }
+
+    /// Anonymous shared memory backed by 2 MiB hugepages, populated at once.
+    pub fn anonymous_hugetlb(len: usize) -> io::Result<Self> {
+        let flags = libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | MAP_HUGE_2MB | libc::MAP_POPULATE;
+        Self::mmap(len, flags, -1, 0)
+    }
+
+    /// Anonymous shared memory in ordinary pages (for tests that need no physical addresses).
+    pub fn anonymous(len: usize) -> io::Result<Self> {
+        Self::mmap(len, libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_POPULATE, -1, 0)
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the region is empty (never: mappings have at least one page).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The virtual address of the first byte, for `/proc/self/pagemap` look-ups.
+    pub fn virt_addr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
+    #[inline(always)]
+    fn check(&self, offset: usize, size: usize) {
+        assert!(
+            offset <= self.len && size <= self.len - offset,
+            "access of {size} bytes at offset {offset:#x} is outside a mapping of {:#x} bytes",
+            self.len
+        );
+    }
+
+    /// Whether `[offset, offset + size)` lies inside the region.
+    #[inline(always)]
+    pub fn contains(&self, offset: usize, size: usize) -> bool {
+        offset <= self.len && size <= self.len - offset
+    }
+
+    #[inline(always)]
+    fn at<T>(&self, offset: usize) -> *mut T {
+        self.check(offset, std::mem::size_of::<T>());
+        // SAFETY: `check` proved `offset + size_of::<T>() <= len`, so the pointer stays inside
+        // the mapping (or one past its end for size 0).
+        unsafe { self.ptr.as_ptr().add(offset) }.cast::<T>()
+    }
+
+    /// Reads a little-endian `u32` at `offset` (volatile when aligned).
+    #[inline(always)]
+    pub fn read_u32(&self, offset: usize) -> u32 {
+        let p = self.at::<u32>(offset);
+        let v = if p.is_aligned() {
+            // SAFETY: `p` is in bounds (see `at`), aligned, and any bit pattern is a valid u32.
+            unsafe { p.read_volatile() }
+        } else {
+            // SAFETY: in bounds; `read_unaligned` has no alignment requirement.
+            unsafe { p.read_unaligned() }
+        };
+        u32::from_le(v)
+    }
+
+    /// Writes a little-endian `u32` at `offset` (volatile when aligned).
+    #[inline(always)]
+    pub fn write_u32(&self, offset: usize, value: u32) {
+        let p = self.at::<u32>(offset);
+        if p.is_aligned() {
+            // SAFETY: in bounds, aligned, writable shared mapping of plain bytes.
+            unsafe { p.write_volatile(value.to_le()) }
+        } else {
+            // SAFETY: in bounds; `write_unaligned` has no alignment requirement.
+            unsafe { p.write_unaligned(value.to_le()) }
+        }
+    }
+
+    /// Reads a little-endian `u64` at `offset` (volatile when aligned).
+    #[inline(always)]
+    pub fn read_u64(&self, offset: usize) -> u64 {
+        let p = self.at::<u64>(offset);
+        let v = if p.is_aligned() {
+            // SAFETY: `p` is in bounds, aligned, and any bit pattern is a valid u64.
+            unsafe { p.read_volatile() }
+        } else {
+            // SAFETY: in bounds; `read_unaligned` has no alignment requirement.
+            unsafe { p.read_unaligned() }
+        };
+        u64::from_le(v)
+    }
+
+    /// Writes a little-endian `u64` at `offset` as one store when aligned.
+    #[inline(always)]
+    pub fn write_u64(&self, offset: usize, value: u64) {
+        let p = self.at::<u64>(offset);
+        if p.is_aligned() {
+            // SAFETY: in bounds, aligned, writable shared mapping of plain bytes.
+            unsafe { p.write_volatile(value.to_le()) }
+        } else {
+            // SAFETY: in bounds; `write_unaligned` has no alignment requirement.
+            unsafe { p.write_unaligned(value.to_le()) }
+        }
+    }
+
+    /// Reads a `u16` at `offset`.
+    #[inline(always)]
+    pub fn read_u16(&self, offset: usize) -> u16 {
+        let p = self.at::<u16>(offset);
+        // SAFETY: in bounds; `read_unaligned` has no alignment requirement; any bits are a u16.
+        u16::from_le(unsafe { p.read_unaligned() })
+    }
+
+    /// Copies `dst.len()` bytes starting at `offset` into `dst`.
+    #[inline(always)]
+    pub fn read_bytes(&self, offset: usize, dst: &mut [u8]) {
+        let src = self.at_range(offset, dst.len());
+        // SAFETY: `src..src+len` is inside the mapping (checked); `dst` is a distinct Rust
+        // buffer, so the ranges cannot overlap; bytes have no invalid values.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) }
+    }
+
+    /// Copies `src` into the region starting at `offset`.
+    #[inline(always)]
+    pub fn write_bytes(&self, offset: usize, src: &[u8]) {
+        let dst = self.at_range(offset, src.len());
+        // SAFETY: the destination range is inside the writable mapping (checked) and cannot
+        // overlap `src`, a Rust slice that is not part of any `MappedRegion` we hand out.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) }
+    }
+
+    /// Sets `len` bytes from `offset` to `byte`.
+    pub fn fill(&self, offset: usize, len: usize, byte: u8) {
+        let dst = self.at_range(offset, len);
+        // SAFETY: the range is inside the writable mapping (checked).
+        unsafe { std::ptr::write_bytes(dst, byte, len) }
+    }
+
+    /// Copies consecutive little-endian `u32`s from `offset` into `dst` (one bulk copy).
+    pub fn read_u32s(&self, offset: usize, dst: &mut [u32]) {
+        let bytes = dst.len() * 4;
+        let src = self.at_range(offset, bytes);
+        // SAFETY: the source range is inside the mapping (checked); `dst` is a distinct Rust
+        // buffer of exactly `bytes` bytes; any bit pattern is a valid u32.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr().cast::<u8>(), bytes) }
+        if cfg!(target_endian = "big") {
+            for v in dst.iter_mut() {
+                *v = u32::from_le(*v);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn at_range(&self, offset: usize, len: usize) -> *mut u8 {
+        self.check(offset, len);
+        // SAFETY: `check` proved `offset + len <= self.len`.
+        unsafe { self.ptr.as_ptr().add(offset) }
+    }
+}
+
+impl Drop for MappedRegion {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` describe exactly the mapping created in `mmap`, and no reference
+        // into it outlives `self` (none is ever handed out).
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_round_trip_little_endian() {
+        let r = MappedRegion::anonymous(4096).unwrap();
+        r.write_u32(8, 0x1234_5678);
+        assert_eq!(r.read_u32(8), 0x1234_5678);
+        let mut b = [0u8; 4];
+        r.read_bytes(8, &mut b);
+        assert_eq!(b, [0x78, 0x56, 0x34, 0x12]);
+        r.write_u64(16, 0x0102_0304_0506_0708);
+        assert_eq!(r.read_u64(16), 0x0102_0304_0506_0708);
+        r.write_u64(3, u64::MAX); // unaligned
+        assert_eq!(r.read_u64(3), u64::MAX);
+        assert_eq!(r.read_u16(3), 0xFFFF);
+    }
+
+    #[test]
+    fn bulk_and_fill() {
+        let r = MappedRegion::anonymous(4096).unwrap();
+        r.fill(0, 4096, 0xFF);
+        let mut words = [0u32; 4];
+        r.read_u32s(100, &mut words);
+        assert_eq!(words, [u32::MAX; 4]);
+        r.write_bytes(4090, &[1, 2, 3, 4, 5, 6]);
+        let mut tail = [0u8; 6];
+        r.read_bytes(4090, &mut tail);
+        assert_eq!(tail, [1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside a mapping")]
+    fn out_of_bounds_panics_instead_of_touching_memory() {
+        let r = MappedRegion::anonymous(4096).unwrap();
+        r.read_u32(4094);
+    }
+
+    #[test]
+    fn contains_is_overflow_safe() {
+        let r = MappedRegion::anonymous(4096).unwrap();
+        assert!(r.contains(0, 4096));
+        assert!(!r.contains(1, 4096));
+        assert!(!r.contains(usize::MAX, 2));
+        assert!(!r.contains(4000, usize::MAX));
+    }
+}

@@ -1,0 +1,179 @@
+//! A PCI function through its sysfs directory.
+//!
+//! The directory holds `vendor`, `device`, `config` (configuration space, read and written
+//! with pread/pwrite) and `resource0` (BAR0, mapped shared). The sysfs root is a parameter,
+//! so the same code opens a real function under `/sys/bus/pci/devices` or one of nicsim's.
+
+use crate::error::PlatformError;
+use crate::mem::MappedRegion;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// Default sysfs root of PCI functions.
+pub const SYSFS_PCI_DEVICES: &str = "/sys/bus/pci/devices";
+
+/// PCI COMMAND register (config offset 0x04) bits [PCI spec; 82599 DS 9.3.3.3].
+pub const COMMAND: u64 = 0x04;
+pub const COMMAND_MEMORY_SPACE: u16 = 1 << 1;
+pub const COMMAND_BUS_MASTER: u16 = 1 << 2;
+
+/// Normalises `BB:DD.F` or `DDDD:BB:DD.F` to `DDDD:BB:DD.F` (lower-case hex).
+pub fn normalize_address(address: &str) -> Result<String, PlatformError> {
+    let bad = || PlatformError::BadAddress { address: address.to_string() };
+    let parts: Vec<&str> = address.split(':').collect();
+    let (domain, bus, devfn) = match parts.as_slice() {
+        [b, df] => ("0000", *b, *df),
+        [d, b, df] => (*d, *b, *df),
+        _ => return Err(bad()),
+    };
+    let (dev, func) = devfn.split_once('.').ok_or_else(bad)?;
+    let hex = |s: &str, width: usize, max: u32| -> Result<u32, PlatformError> {
+        let v = u32::from_str_radix(s, 16).map_err(|_| bad())?;
+        (s.len() <= width && !s.is_empty() && v <= max).then_some(v).ok_or_else(bad)
+    };
+    let (d, b, v, f) = (hex(domain, 4, 0xFFFF)?, hex(bus, 2, 0xFF)?, hex(dev, 2, 0x1F)?, hex(func, 1, 7)?);
+    Ok(format!("{d:04x}:{b:02x}:{v:02x}.{f:x}"))
+}
+
+/// An open PCI function.
+#[derive(Debug)]
+pub struct PciFunction {
+    dir: PathBuf,
+    address: String,
+    root: PathBuf,
+    config: File,
+}
+
+impl PciFunction {
+    /// Opens the function `address` under `root` (e.g. [`SYSFS_PCI_DEVICES`]).
+    pub fn open(root: &Path, address: &str) -> Result<Self, PlatformError> {
+        let address = normalize_address(address)?;
+        let dir = root.join(&address);
+        if !dir.is_dir() {
+            return Err(PlatformError::DeviceNotFound { address, root: root.to_path_buf() });
+        }
+        let config = OpenOptions::new().read(true).write(true).open(dir.join("config")).map_err(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => PlatformError::NotRoot { what: "writing PCI configuration space" },
+            _ => PlatformError::io(format!("opening {}/config", dir.display()), e),
+        })?;
+        Ok(PciFunction { dir, address, root: root.to_path_buf(), config })
+    }
+
+    /// The normalised address.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The function's sysfs directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn read_hex_file(&self, name: &str) -> Result<u32, PlatformError> {
+        let path = self.dir.join(name);
+        let text = std::fs::read_to_string(&path).map_err(|e| PlatformError::io(format!("reading {}", path.display()), e))?;
+        let t = text.trim();
+        u32::from_str_radix(t.trim_start_matches("0x"), 16)
+            .map_err(|_| PlatformError::io(format!("parsing {}", path.display()), std::io::Error::other(t.to_string())))
+    }
+
+    /// `(vendor, device)` from the sysfs files.
+    pub fn ids(&self) -> Result<(u16, u16), PlatformError> {
+        Ok((self.read_hex_file("vendor")? as u16, self.read_hex_file("device")? as u16))
+    }
+
+    /// Fails with [`PlatformError::WrongDevice`] unless the function is `vendor:device`.
+    pub fn expect_ids(&self, vendor: u16, device: u16, name: &'static str) -> Result<(), PlatformError> {
+        let (v, d) = self.ids()?;
+        if (v, d) != (vendor, device) {
+            return Err(PlatformError::WrongDevice { address: self.address.clone(), vendor: v, device: d, expected: name });
+        }
+        Ok(())
+    }
+
+    /// The kernel driver the function is bound to, if any (the `driver` link's target name).
+    pub fn bound_driver(&self) -> Option<String> {
+        let target = std::fs::read_link(self.dir.join("driver")).ok()?;
+        Some(target.file_name()?.to_string_lossy().into_owned())
+    }
+
+    /// Fails with [`PlatformError::BoundToKernelDriver`] if a kernel driver owns the function.
+    pub fn expect_unbound(&self) -> Result<(), PlatformError> {
+        match self.bound_driver() {
+            Some(driver) => {
+                Err(PlatformError::BoundToKernelDriver { address: self.address.clone(), driver, root: self.root.clone() })
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Reads a 16-bit configuration register.
+    pub fn config_read_u16(&self, offset: u64) -> Result<u16, PlatformError> {
+        let mut b = [0u8; 2];
+        self.config.read_exact_at(&mut b, offset).map_err(|e| PlatformError::io("reading PCI config", e))?;
+        Ok(u16::from_le_bytes(b))
+    }
+
+    /// Reads a 32-bit configuration register.
+    pub fn config_read_u32(&self, offset: u64) -> Result<u32, PlatformError> {
+        let mut b = [0u8; 4];
+        self.config.read_exact_at(&mut b, offset).map_err(|e| PlatformError::io("reading PCI config", e))?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// Writes a 16-bit configuration register.
+    pub fn config_write_u16(&self, offset: u64, value: u16) -> Result<(), PlatformError> {
+        self.config.write_all_at(&value.to_le_bytes(), offset).map_err(|e| PlatformError::io("writing PCI config", e))
+    }
+
+    /// Writes a 32-bit configuration register.
+    pub fn config_write_u32(&self, offset: u64, value: u32) -> Result<(), PlatformError> {
+        self.config.write_all_at(&value.to_le_bytes(), offset).map_err(|e| PlatformError::io("writing PCI config", e))
+    }
+
+    /// Sets memory-space decoding and bus mastering in COMMAND (a 16-bit read-modify-write).
+    pub fn enable_memory_and_bus_master(&self) -> Result<(), PlatformError> {
+        let cmd = self.config_read_u16(COMMAND)?;
+        self.config_write_u16(COMMAND, cmd | COMMAND_MEMORY_SPACE | COMMAND_BUS_MASTER)
+    }
+
+    /// Maps BAR0 (`resource0`) whole; fails unless it has exactly `expected_len` bytes.
+    pub fn map_bar0(&self, expected_len: usize) -> Result<MappedRegion, PlatformError> {
+        let path = self.dir.join("resource0");
+        let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => PlatformError::NotRoot { what: "mapping a PCI BAR" },
+            _ => PlatformError::io(format!("opening {}", path.display()), e),
+        })?;
+        let len = file.metadata().map_err(|e| PlatformError::io("sizing resource0", e))?.len() as usize;
+        if len != expected_len {
+            return Err(PlatformError::io(
+                format!("{} has {len:#x} bytes, expected {expected_len:#x}", path.display()),
+                std::io::Error::other("BAR0 size mismatch"),
+            ));
+        }
+        MappedRegion::map_file(&file, 0, len, false).map_err(|e| PlatformError::io(format!("mapping {}", path.display()), e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_normalise() {
+        assert_eq!(normalize_address("5e:00.1").unwrap(), "0000:5e:00.1");
+        assert_eq!(normalize_address("0000:5E:00.0").unwrap(), "0000:5e:00.0");
+        for bad in ["", "5e", "5e:00", "5e:20.0", "5e:00.8", "x:00.0", "12345:00:00.0", "1:2:3:4"] {
+            assert!(normalize_address(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn missing_function_names_the_fix() {
+        let e = PciFunction::open(Path::new("/nonexistent"), "0000:01:00.0").unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("not found under /nonexistent") && msg.contains("ls /nonexistent"), "{msg}");
+        assert!(!msg.contains('\n'));
+    }
+}

@@ -1,0 +1,34 @@
+//! SIGINT/SIGTERM as a flag that a polling loop checks.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static TERMINATE: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    TERMINATE.store(true, Ordering::Relaxed);
+}
+
+/// Installs handlers so that SIGINT and SIGTERM set the flag read by [`terminate_requested`].
+pub fn install_termination_flag() -> std::io::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: sigaction is a plain C struct valid when zeroed.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+        // SAFETY: `sa` is initialised; the handler only stores to an atomic, which is
+        // async-signal-safe; passing NULL for the old action is allowed.
+        if unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Whether SIGINT or SIGTERM arrived since [`install_termination_flag`].
+pub fn terminate_requested() -> bool {
+    TERMINATE.load(Ordering::Relaxed)
+}
+
+/// Sets the flag as a signal would (for a shutdown requested another way).
+pub fn request_termination() {
+    TERMINATE.store(true, Ordering::Relaxed);
+}
