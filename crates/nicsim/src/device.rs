@@ -511,11 +511,7 @@ impl Port {
                         *value = rq.head;
                     }
                 }
-                0x14 => {
-                    if self.rx[q as usize].enabled {
-                        self.apply_srrctl(q, *value);
-                    }
-                }
+                0x14 if self.rx[q as usize].enabled => self.apply_srrctl(q, *value),
                 0x18 => self.set_rx_tail(q, *value),
                 0x28 => {
                     if *value & RXDCTL_ENABLE != 0 && old & RXDCTL_ENABLE == 0 {
@@ -549,11 +545,13 @@ impl Port {
                         self.active_tx.retain(|&a| a != q);
                     }
                 }
-                0x38 | 0x3C => {
-                    if self.tx[q as usize].enabled {
-                        let (lo, hi) = if canon - tx_block(q) == 0x38 { (*value, self.reg(tdwbah(q))) } else { (self.reg(tdwbal(q)), *value) };
-                        self.apply_head_wb(q, lo, hi);
-                    }
+                0x38 | 0x3C if self.tx[q as usize].enabled => {
+                    let (lo, hi) = if canon - tx_block(q) == 0x38 {
+                        (*value, self.reg(tdwbah(q)))
+                    } else {
+                        (self.reg(tdwbal(q)), *value)
+                    };
+                    self.apply_head_wb(q, lo, hi);
                 }
                 _ => {}
             }
@@ -572,16 +570,34 @@ impl Port {
         }
         if base % 128 != 0 {
             // The full base is used anyway (model §8.2: real parts accepted TinyNF's rings).
-            self.lint.warn(enable_reg, base_lo, rule::RING_ALIGNMENT, format!("{what} ring base {base:#x} is not 128-byte aligned [DS 8.2.3.8.1 / 8.2.3.9.5]"));
+            self.lint.warn(
+                enable_reg,
+                base_lo,
+                rule::RING_ALIGNMENT,
+                format!("{what} ring base {base:#x} is not 128-byte aligned [DS 8.2.3.8.1 / 8.2.3.9.5]"),
+            );
         }
         if len % 128 != 0 || len > 0x80000 {
-            self.lint.warn(enable_reg, len, rule::RING_LENGTH, format!("{what} ring length {len} is not a multiple of 128 bytes up to 512 KiB [DS 8.2.3.8.3 / 8.2.3.9.7]"));
+            self.lint.warn(
+                enable_reg,
+                len,
+                rule::RING_LENGTH,
+                format!(
+                    "{what} ring length {len} is not a multiple of 128 bytes up to 512 KiB [DS 8.2.3.8.3 / 8.2.3.9.7]"
+                ),
+            );
         }
         (base, len / 16)
     }
 
     fn enable_rx(&mut self, q: u32) {
-        let (base, size) = self.ring_geometry(self.reg(rdbal(q)), self.reg(rdbah(q)), self.reg(rdlen(q)), rxdctl(q), &format!("RX queue {q}"));
+        let (base, size) = self.ring_geometry(
+            self.reg(rdbal(q)),
+            self.reg(rdbah(q)),
+            self.reg(rdlen(q)),
+            rxdctl(q),
+            &format!("RX queue {q}"),
+        );
         let head = self.reg(rdh(q));
         let tail = self.reg(rdt(q));
         let rq = &mut self.rx[q as usize];
@@ -609,7 +625,13 @@ impl Port {
     }
 
     fn enable_tx(&mut self, q: u32, txdctl_value: u32) {
-        let (base, size) = self.ring_geometry(self.reg(tdbal(q)), self.reg(tdbah(q)), self.reg(tdlen(q)), txdctl(q), &format!("TX queue {q}"));
+        let (base, size) = self.ring_geometry(
+            self.reg(tdbal(q)),
+            self.reg(tdbah(q)),
+            self.reg(tdlen(q)),
+            txdctl(q),
+            &format!("TX queue {q}"),
+        );
         let head = self.reg(tdh(q));
         let tail = self.reg(tdt(q));
         let stat = ((self.reg(tqsm(q / 4)) >> (8 * (q % 4))) & 0xF) as usize;
@@ -648,7 +670,12 @@ impl Port {
         }
         if value >= rq.size {
             let size = rq.size;
-            self.lint.warn(rdt(q), value, rule::TAIL_OUTSIDE_RING, format!("RDT {value} is outside the ring of {size} descriptors; ignored [DS 7.1.9]"));
+            self.lint.warn(
+                rdt(q),
+                value,
+                rule::TAIL_OUTSIDE_RING,
+                format!("RDT {value} is outside the ring of {size} descriptors; ignored [DS 7.1.9]"),
+            );
             return;
         }
         rq.tail = value;
@@ -661,7 +688,12 @@ impl Port {
         }
         if value >= tq.size {
             let size = tq.size;
-            self.lint.warn(tdt(q), value, rule::TAIL_OUTSIDE_RING, format!("TDT {value} is outside the ring of {size} descriptors; ignored [DS 7.2.3.3]"));
+            self.lint.warn(
+                tdt(q),
+                value,
+                rule::TAIL_OUTSIDE_RING,
+                format!("TDT {value} is outside the ring of {size} descriptors; ignored [DS 7.2.3.3]"),
+            );
             return;
         }
         tq.tail = value;
@@ -708,7 +740,13 @@ impl Port {
         }
         let hl = self.reg(HLREG0);
         let vlan = frame.len() >= 14 && frame[12..14] == [0x81, 0x00];
-        let max = if hl & HLREG0_JUMBOEN != 0 { (self.reg(MAXFRS) >> 16) as usize } else if vlan { 1522 } else { 1518 };
+        let max = if hl & HLREG0_JUMBOEN != 0 {
+            (self.reg(MAXFRS) >> 16) as usize
+        } else if vlan {
+            1522
+        } else {
+            1518
+        };
         if wire_len > max {
             self.counters.roc += 1;
             return;
@@ -907,7 +945,15 @@ impl Port {
                     0b0011 => true,  // advanced data [DS 7.2.3.2.4]
                     0b0010 => false, // context: consumed, nothing sent [DS 7.2.3.2.3]
                     dtyp => {
-                        self.lint.warn(tdt(qi), q.head, rule::TX_DESCRIPTOR, format!("descriptor {} has DEXT = 1 and invalid DTYP {dtyp:#06b}; consumed without sending", q.head));
+                        self.lint.warn(
+                            tdt(qi),
+                            q.head,
+                            rule::TX_DESCRIPTOR,
+                            format!(
+                                "descriptor {} has DEXT = 1 and invalid DTYP {dtyp:#06b}; consumed without sending",
+                                q.head
+                            ),
+                        );
                         false
                     }
                 }
@@ -917,7 +963,12 @@ impl Port {
             if carries_data && len > 0 {
                 if q.frame.len() + len > MAX_TX_FRAME {
                     if !q.frame_bad {
-                        self.lint.warn(tdt(qi), q.head, rule::TX_FRAME_SIZE, format!("frame grows beyond {MAX_TX_FRAME} bytes at descriptor {}; dropped", q.head));
+                        self.lint.warn(
+                            tdt(qi),
+                            q.head,
+                            rule::TX_FRAME_SIZE,
+                            format!("frame grows beyond {MAX_TX_FRAME} bytes at descriptor {}; dropped", q.head),
+                        );
                     }
                     q.frame_bad = true;
                 } else {
@@ -942,12 +993,11 @@ impl Port {
             if q.head_wb.is_some() {
                 // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2; model §8.1].
                 write_head_back |= cmd & TX_RS != 0;
-            } else if cmd & TX_RS != 0 || q.wthresh > 0 {
-                if !dma::write_u32(dma, desc + 12, (qword1 >> 32) as u32 | 1) {
-                    self.fault("tx", qi, q.head, desc, "descriptor write-back");
-                    q.faulted = true;
-                    break;
-                }
+            } else if (cmd & TX_RS != 0 || q.wthresh > 0) && !dma::write_u32(dma, desc + 12, (qword1 >> 32) as u32 | 1)
+            {
+                self.fault("tx", qi, q.head, desc, "descriptor write-back");
+                q.faulted = true;
+                break;
             }
             q.head = (q.head + 1) % q.size;
             processed += 1;

@@ -279,7 +279,10 @@ impl ProcDmaSpace {
         let mut merged: Vec<Extent> = Vec::with_capacity(extents.len());
         for e in extents {
             if let Some(last) = merged.last_mut() {
-                if last.region == e.region && last.phys + last.len == e.phys && last.offset + last.len as usize == e.offset {
+                if last.region == e.region
+                    && last.phys + last.len == e.phys
+                    && last.offset + last.len as usize == e.offset
+                {
                     last.len += e.len;
                     continue;
                 }

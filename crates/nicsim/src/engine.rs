@@ -313,7 +313,14 @@ impl<D: DmaSpace> Engine<D> {
                 sink_packets: w.sink.packets,
                 sink_bytes: w.sink.bytes,
                 sink_foreign: w.sink.foreign,
-                streams: w.sink.streams.iter().cloned().enumerate().filter(|(_, s)| s.received > 0 || s.lost > 0).collect(),
+                streams: w
+                    .sink
+                    .streams
+                    .iter()
+                    .cloned()
+                    .enumerate()
+                    .filter(|(_, s)| s.received > 0 || s.lost > 0)
+                    .collect(),
                 latency_ns: LatencySummary::of(&w.sink.latency_ns),
                 device: p.counters.clone(),
                 drops: p.drops.clone(),

@@ -154,7 +154,9 @@ fn parse_direction(s: &str) -> Result<Direction, String> {
 /// Parses a rate into packets per second; `None` = line rate.
 fn parse_rate(s: &str, size: usize, gbps: f64) -> Result<Option<f64>, String> {
     let s = s.trim().to_ascii_lowercase();
-    let num = |t: &str| t.trim().parse::<f64>().map_err(|_| format!("cannot read rate `{s}`: use 100%, 5Mpps, 200kpps or a number"));
+    let num = |t: &str| {
+        t.trim().parse::<f64>().map_err(|_| format!("cannot read rate `{s}`: use 100%, 5Mpps, 200kpps or a number"))
+    };
     let pps = if let Some(p) = s.strip_suffix('%') {
         let p = num(p)?;
         if p >= 100.0 {
@@ -199,9 +201,19 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             let server = Server::start(&opts)?;
             let info = server.request(Request::Info)?;
             for p in info["ports"].as_array().into_iter().flatten() {
-                println!("nicsim: port {} at {} ({}), MAC {}", p["port"], p["address"].as_str().unwrap_or(""), p["dir"].as_str().unwrap_or(""), p["mac"].as_str().unwrap_or(""));
+                println!(
+                    "nicsim: port {} at {} ({}), MAC {}",
+                    p["port"],
+                    p["address"].as_str().unwrap_or(""),
+                    p["dir"].as_str().unwrap_or(""),
+                    p["mac"].as_str().unwrap_or("")
+                );
             }
-            println!("nicsim: control socket {}; drivers use --sysfs {} or `nicsim exec -- <driver>`", server::socket_path(root).display(), root.join("devices").display());
+            println!(
+                "nicsim: control socket {}; drivers use --sysfs {} or `nicsim exec -- <driver>`",
+                server::socket_path(root).display(),
+                root.join("devices").display()
+            );
             server.run_until_stopped();
             println!("nicsim: stopped; removed {}", root.join("devices").display());
             Ok(())
@@ -227,7 +239,9 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             }
         },
         Cmd::Stats { json, watch } => {
-            let get = || -> Result<Stats, String> { serde_json::from_value(server::request(root, &Request::Stats)?).map_err(|e| e.to_string()) };
+            let get = || -> Result<Stats, String> {
+                serde_json::from_value(server::request(root, &Request::Stats)?).map_err(|e| e.to_string())
+            };
             match watch {
                 None if json => {
                     println!("{}", serde_json::to_string_pretty(&get()?).map_err(|e| e.to_string())?);
@@ -261,7 +275,12 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
                 for w in list {
                     println!(
                         "port {} {} = {:#010x} [{}] x{}: {}",
-                        w["port"], w["register"].as_str().unwrap_or(""), w["value"].as_u64().unwrap_or(0), w["rule"].as_str().unwrap_or(""), w["count"], w["message"].as_str().unwrap_or("")
+                        w["port"],
+                        w["register"].as_str().unwrap_or(""),
+                        w["value"].as_u64().unwrap_or(0),
+                        w["rule"].as_str().unwrap_or(""),
+                        w["count"],
+                        w["message"].as_str().unwrap_or("")
                     );
                 }
             }
@@ -275,7 +294,8 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             }
             let file = file.ok_or("give --file FILE (or --stop)")?;
             let path = std::path::absolute(&file).map_err(|e| e.to_string())?;
-            server::request(root, &Request::Pcap { port, path: path.display().to_string(), direction, count }).map(|_| ())
+            server::request(root, &Request::Pcap { port, path: path.display().to_string(), direction, count })
+                .map(|_| ())
         }
         Cmd::ResetCounters => server::request(root, &Request::ResetCounters).map(|_| ()),
         Cmd::Shutdown => server::request(root, &Request::Shutdown).map(|_| ()),
@@ -287,7 +307,9 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             let sysfs = sysfs.unwrap_or_else(|| root.join("devices"));
             let start = Instant::now();
             let limit = seconds.map(Duration::from_secs_f64);
-            let n = nicsim::peer::reflect(&sysfs, &a, &b, |_| platform::signals::terminate_requested() || limit.is_some_and(|l| start.elapsed() >= l))?;
+            let n = nicsim::peer::reflect(&sysfs, &a, &b, |_| {
+                platform::signals::terminate_requested() || limit.is_some_and(|l| start.elapsed() >= l)
+            })?;
             println!("reflect: forwarded {n} packets in {:.1} s", start.elapsed().as_secs_f64());
             Ok(())
         }
@@ -299,7 +321,10 @@ fn exec(root: &Path, command: &[String]) -> Result<(), String> {
     use std::os::unix::process::CommandExt;
     let devices = root.join("devices");
     if !devices.is_dir() {
-        return Err(format!("no nicsim devices under {}: start `nicsim serve` first (or pass --root)", devices.display()));
+        return Err(format!(
+            "no nicsim devices under {}: start `nicsim serve` first (or pass --root)",
+            devices.display()
+        ));
     }
     platform::ns::enter_private_mount_namespace().map_err(|e| e.to_string())?;
     platform::ns::bind_mount(&devices, Path::new("/sys/bus/pci/devices")).map_err(|e| e.to_string())?;
@@ -346,7 +371,10 @@ fn print_rates(a: &Stats, b: &Stats) {
     let mut line = format!("{:>6.1}s", b.elapsed_ns as f64 / 1e9);
     for (x, y) in a.ports.iter().zip(&b.ports) {
         let rx = y.device.qprc.iter().sum::<u64>() - x.device.qprc.iter().sum::<u64>();
-        let drop = y.device.qprdc.iter().sum::<u64>() + y.device.mpc + y.drops.rx_disabled - x.device.qprdc.iter().sum::<u64>() - x.device.mpc - x.drops.rx_disabled;
+        let drop = y.device.qprdc.iter().sum::<u64>() + y.device.mpc + y.drops.rx_disabled
+            - x.device.qprdc.iter().sum::<u64>()
+            - x.device.mpc
+            - x.drops.rx_disabled;
         line += &format!(
             " | port {}: gen {:6.2} Mpps, to driver {:6.2}, dropped {:6.2}, driver sent {:6.2}, sink {:6.2} Mpps, p99 {} ns",
             y.port,
@@ -363,7 +391,11 @@ fn print_rates(a: &Stats, b: &Stats) {
 
 fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
     let root = std::env::temp_dir().join(format!("nicsim-bench-{}", std::process::id()));
-    let root = if Path::new("/dev/shm").is_dir() { PathBuf::from(format!("/dev/shm/nicsim-bench-{}", std::process::id())) } else { root };
+    let root = if Path::new("/dev/shm").is_dir() {
+        PathBuf::from(format!("/dev/shm/nicsim-bench-{}", std::process::id()))
+    } else {
+        root
+    };
     let cpus = platform::sched::available_cpus();
     let opts = ServeOptions { ports: 2, root: root.clone(), cables: vec![], gbps, cpu: Some(0), bound: false };
     let server = Server::start(&opts)?;
@@ -393,7 +425,9 @@ fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
         server.request(Request::Start { port, spec: TrafficSpec::default() })?;
     }
     std::thread::sleep(Duration::from_secs(1));
-    let get = || -> Result<Stats, String> { serde_json::from_value(server.request(Request::Stats)?).map_err(|e| e.to_string()) };
+    let get = || -> Result<Stats, String> {
+        serde_json::from_value(server.request(Request::Stats)?).map_err(|e| e.to_string())
+    };
     let s0 = get()?;
     std::thread::sleep(Duration::from_secs_f64(seconds));
     let s1 = get()?;

@@ -39,7 +39,7 @@ pub fn image(bar0_phys: u64) -> [u8; MODELLED] {
     put16(&mut c, 0x2E, 0x000C); // subsystem: Ethernet Server Adapter X520-2
     c[0x34] = 0x40; // capabilities pointer
     c[0x3D] = 0x01; // INTA
-    // Power management, v3; PMCSR at 0x44 reads D0 [DS 9.3.7.1.4].
+                    // Power management, v3; PMCSR at 0x44 reads D0 [DS 9.3.7.1.4].
     c[0x40] = 0x01;
     c[0x41] = 0x50;
     put16(&mut c, 0x42, 0x4823);
@@ -68,11 +68,11 @@ fn writable(offset: usize) -> u8 {
     match offset {
         0x04 => (COMMAND_IMPLEMENTED & 0xFF) as u8,
         0x05 => (COMMAND_IMPLEMENTED >> 8) as u8,
-        0x0C | 0x0D | 0x3C => 0xFF,                     // cache line, latency timer, interrupt line
-        0x10..=0x17 => 0xFF,                            // BAR0 (sizing handled separately)
-        0x44 | 0x45 => 0xFF,                            // PMCSR
+        0x0C | 0x0D | 0x3C => 0xFF, // cache line, latency timer, interrupt line
+        0x10..=0x17 => 0xFF,        // BAR0 (sizing handled separately)
+        0x44 | 0x45 => 0xFF,        // PMCSR
         0x52 | 0x53 | 0x54..=0x5F | 0x72 | 0x73 => 0xFF, // MSI / MSI-X control, address, data
-        0xA8..=0xA9 | 0xB0..=0xB1 => 0xFF,              // PCIe device and link control
+        0xA8..=0xA9 | 0xB0..=0xB1 => 0xFF, // PCIe device and link control
         _ => 0,
     }
 }

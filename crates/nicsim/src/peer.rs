@@ -56,7 +56,9 @@ impl Device {
         self.write(reg, self.read(reg) & !bits)
     }
     fn wait(&self, reg: u32, mask: u32, want: u32) -> Result<(), String> {
-        wait_until(&format!("{} & {mask:#x} == {want:#x}", name_of(reg)), Duration::from_secs(2), || self.read(reg) & mask == want)
+        wait_until(&format!("{} & {mask:#x} == {want:#x}", name_of(reg)), Duration::from_secs(2), || {
+            self.read(reg) & mask == want
+        })
     }
 
     /// Global reset and general configuration, ixy style [model §6(a) steps 2–8].
@@ -191,7 +193,10 @@ impl IxyQueue {
         m.fill(0, tx_bufs, 0xFF); // premature DMA would see invalid addresses [ixy, Snabb]
         let phys = |o| mem.phys(o);
         // RX queue 0.
-        dev.write(srrctl(0), (dev.read(srrctl(0)) & !SRRCTL_DESCTYPE_MASK) | (1 << SRRCTL_DESCTYPE_SHIFT) | SRRCTL_DROP_EN);
+        dev.write(
+            srrctl(0),
+            (dev.read(srrctl(0)) & !SRRCTL_DESCTYPE_MASK) | (1 << SRRCTL_DESCTYPE_SHIFT) | SRRCTL_DROP_EN,
+        );
         dev.write(rdbal(0), phys(rx_ring) as u32);
         dev.write(rdbah(0), (phys(rx_ring) >> 32) as u32);
         dev.write(rdlen(0), ring as u32);
@@ -319,7 +324,8 @@ impl TinyAgent {
     /// `input` [model §6(b) steps 14–17]. Both devices must be through [`Device::init_tinynf`].
     pub fn new(input: &Device, output: &Device) -> Result<TinyAgent, String> {
         let ring_bytes = TINY_RING as usize * 16;
-        let mem = DmaMemory::allocate(ring_bytes + 64 + TINY_RING as usize * BUF, DmaBacking::AnonymousHugetlb).map_err(|e| e.to_string())?;
+        let mem = DmaMemory::allocate(ring_bytes + 64 + TINY_RING as usize * BUF, DmaBacking::AnonymousHugetlb)
+            .map_err(|e| e.to_string())?;
         let (ring, head, bufs) = (0, ring_bytes, ring_bytes + 64);
         let m = mem.region();
         for i in 0..TINY_RING as usize {
@@ -346,7 +352,10 @@ impl TinyAgent {
         input.write(rdbah(0), (mem.phys(ring) >> 32) as u32);
         input.write(rdbal(0), mem.phys(ring) as u32);
         input.write(rdlen(0), ring_bytes as u32);
-        input.write(srrctl(0), (input.read(srrctl(0)) & !SRRCTL_BSIZEPACKET_MASK) | (BUF / 1024) as u32 | SRRCTL_DROP_EN);
+        input.write(
+            srrctl(0),
+            (input.read(srrctl(0)) & !SRRCTL_BSIZEPACKET_MASK) | (BUF / 1024) as u32 | SRRCTL_DROP_EN,
+        );
         input.set(rxdctl(0), RXDCTL_ENABLE);
         input.wait(rxdctl(0), RXDCTL_ENABLE, RXDCTL_ENABLE)?;
         input.write(rdt(0), TINY_RING - 1);
@@ -366,7 +375,12 @@ impl TinyAgent {
     /// Processes up to [`FLUSH_PERIOD`] packets: `handler(header, len)` may rewrite the first
     /// bytes of the frame (up to 64) and returns the length to send (0 = drop, sent as a null
     /// descriptor). Returns how many packets were processed.
-    pub fn run_once(&mut self, input: &Device, output: &Device, mut handler: impl FnMut(&mut [u8], usize) -> usize) -> u32 {
+    pub fn run_once(
+        &mut self,
+        input: &Device,
+        output: &Device,
+        mut handler: impl FnMut(&mut [u8], usize) -> usize,
+    ) -> u32 {
         let m = self.mem.region();
         let mut n = 0;
         let mut header = [0u8; 64];

@@ -251,9 +251,9 @@ pub fn alias_for(offset: u32) -> Option<u32> {
 pub fn is_statistic(offset: u32) -> bool {
     matches!(offset, 0x04000..=0x040FC | 0x03FA0..=0x03FBC)
         || (0x08700..=0x0877C).contains(&offset)
-        || (offset < 0x01400 && offset >= 0x01030 && matches!((offset - 0x01000) % 0x40, 0x30 | 0x34 | 0x38))
-        || (offset >= 0x01430 && offset < 0x01430 + 0x40 * 16 && (offset - 0x01430) % 0x40 == 0)
-        || (offset >= 0x06030 && offset < 0x06030 + 0x40 * 16 && (offset - 0x06030) % 0x40 == 0)
+        || ((0x01030..0x01400).contains(&offset) && matches!((offset - 0x01000) % 0x40, 0x30 | 0x34 | 0x38))
+        || ((0x01430..0x01430 + 0x40 * 16).contains(&offset) && (offset - 0x01430) % 0x40 == 0)
+        || ((0x06030..0x06030 + 0x40 * 16).contains(&offset) && (offset - 0x06030) % 0x40 == 0)
 }
 
 /// The specification of the register at `offset`, if nicsim models it beyond plain storage.

@@ -68,7 +68,10 @@ impl Server {
         }
         let socket = socket_path(&opts.root);
         if UnixStream::connect(&socket).is_ok() {
-            return Err(format!("another nicsim already serves {}: stop it with `nicsim shutdown` or pick another --root", opts.root.display()));
+            return Err(format!(
+                "another nicsim already serves {}: stop it with `nicsim shutdown` or pick another --root",
+                opts.root.display()
+            ));
         }
         let created_root = !opts.root.exists();
         // A previous server that was killed may have left its tree behind.
@@ -82,8 +85,11 @@ impl Server {
         let mut bar_files = Vec::new();
         let mut info_ports = Vec::new();
         for n in 0..opts.ports {
-            let f = sysfs::create_function(&opts.root, n, opts.bound).map_err(|e| format!("creating the PCI function of port {n}: {e}"))?;
-            let map = |file: &std::fs::File, len| MappedRegion::map_file(file, 0, len, true).map_err(|e| format!("mapping port {n}: {e}"));
+            let f = sysfs::create_function(&opts.root, n, opts.bound)
+                .map_err(|e| format!("creating the PCI function of port {n}: {e}"))?;
+            let map = |file: &std::fs::File, len| {
+                MappedRegion::map_file(file, 0, len, true).map_err(|e| format!("mapping port {n}: {e}"))
+            };
             let config = PciConfig::new(map(&f.config, CONFIG_LEN)?, sysfs::bar0_phys(n));
             let bar = map(&f.resource0, BAR0_LEN)?;
             let port = Port::new(n, bar, config, (n % 8) as u32, opts.gbps);
@@ -111,7 +117,8 @@ impl Server {
         let stop = Arc::new(AtomicBool::new(false));
         let handle = engine::spawn(engine, opts.cpu, rx, stop.clone());
         let shutdown = Arc::new(AtomicBool::new(false));
-        let listener = UnixListener::bind(&socket).map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
+        let listener =
+            UnixListener::bind(&socket).map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
         {
             let tx = tx.clone();
             let shutdown = shutdown.clone();
@@ -126,7 +133,15 @@ impl Server {
                 })
                 .map_err(|e| e.to_string())?;
         }
-        Ok(Server { root: opts.root.clone(), created_root, stop, shutdown, engine: Some(handle), commands: tx, bound: opts.bound })
+        Ok(Server {
+            root: opts.root.clone(),
+            created_root,
+            stop,
+            shutdown,
+            engine: Some(handle),
+            commands: tx,
+            bound: opts.bound,
+        })
     }
 
     /// Sends a request to the engine directly (in-process clients).
@@ -213,8 +228,9 @@ fn serve_connection(stream: UnixStream, commands: &Sender<Command>, shutdown: &A
 /// Sends one request to the server of `root` and returns its result.
 pub fn request(root: &Path, request: &Request) -> Result<serde_json::Value, String> {
     let socket = socket_path(root);
-    let mut s = UnixStream::connect(&socket)
-        .map_err(|e| format!("cannot reach nicsim at {}: {e} (start it with `nicsim serve --ports 2`)", socket.display()))?;
+    let mut s = UnixStream::connect(&socket).map_err(|e| {
+        format!("cannot reach nicsim at {}: {e} (start it with `nicsim serve --ports 2`)", socket.display())
+    })?;
     let line = serde_json::to_string(request).map_err(|e| e.to_string())?;
     writeln!(s, "{line}").map_err(|e| e.to_string())?;
     let mut answer = String::new();

@@ -68,7 +68,8 @@ pub fn create_function(root: &Path, n: usize, bound: bool) -> std::io::Result<Fu
     let mut resource = String::new();
     resource += &format!("{:#018x} {:#018x} {:#018x}\n", bar0, bar0 + BAR0_LEN as u64 - 1, 0x0014_0204u64);
     resource += &format!("{:#018x} {:#018x} {:#018x}\n", 0, 0, 0);
-    resource += &format!("{:#018x} {:#018x} {:#018x}\n", 0xE000 + n as u64 * 0x20, 0xE01F + n as u64 * 0x20, 0x0004_0101u64);
+    resource +=
+        &format!("{:#018x} {:#018x} {:#018x}\n", 0xE000 + n as u64 * 0x20, 0xE01F + n as u64 * 0x20, 0x0004_0101u64);
     resource += &format!("{:#018x} {:#018x} {:#018x}\n", 0, 0, 0);
     resource += &format!("{:#018x} {:#018x} {:#018x}\n", bar0 + 0x80000, bar0 + 0x83FFF, 0x0014_0204u64);
     for _ in 5..13 {
@@ -124,7 +125,8 @@ mod tests {
         assert_eq!(std::fs::read_to_string(f.dir.join("vendor")).unwrap(), "0x8086\n");
         assert_eq!(f.resource0.metadata().unwrap().len(), BAR0_LEN as u64);
         let res = std::fs::read_to_string(f.dir.join("resource")).unwrap();
-        let first: Vec<u64> = res.lines().next().unwrap().split(' ').map(|x| u64::from_str_radix(&x[2..], 16).unwrap()).collect();
+        let first: Vec<u64> =
+            res.lines().next().unwrap().split(' ').map(|x| u64::from_str_radix(&x[2..], 16).unwrap()).collect();
         assert_eq!(first[1] - first[0] + 1, BAR0_LEN as u64);
         assert_eq!(std::fs::read_link(f.dir.join("driver")).unwrap(), Path::new("../../drivers/ixgbe"));
         assert!(f.dir.join("driver/unbind").exists(), "the relative link resolves");

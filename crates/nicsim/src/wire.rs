@@ -274,7 +274,9 @@ pub fn build_template(size: usize, dst: [u8; 6], stream: u16) -> Vec<u8> {
     f[36..38].copy_from_slice(&NICSIM_UDP_PORT.to_be_bytes());
     f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
     f[PAYLOAD + 16..PAYLOAD + 18].copy_from_slice(&stream.to_le_bytes());
-    let sum = ip_checksum_partial(&f[14..34]) + u32::from(u16::from_be_bytes([f[26], f[27]])) + u32::from(u16::from_be_bytes([f[28], f[29]]));
+    let sum = ip_checksum_partial(&f[14..34])
+        + u32::from(u16::from_be_bytes([f[26], f[27]]))
+        + u32::from(u16::from_be_bytes([f[28], f[29]]));
     let csum = fold_checksum(sum);
     f[24..26].copy_from_slice(&csum.to_be_bytes());
     f
@@ -283,7 +285,11 @@ pub fn build_template(size: usize, dst: [u8; 6], stream: u16) -> Vec<u8> {
 /// `(stream, sequence, timestamp_ns)` if `frame` is a nicsim generator frame.
 #[inline]
 pub fn parse_payload(frame: &[u8]) -> Option<(u16, u64, u64)> {
-    if frame.len() < MIN_FRAME || frame[12..14] != [0x08, 0x00] || frame[23] != 17 || frame[36..38] != NICSIM_UDP_PORT.to_be_bytes() {
+    if frame.len() < MIN_FRAME
+        || frame[12..14] != [0x08, 0x00]
+        || frame[23] != 17
+        || frame[36..38] != NICSIM_UDP_PORT.to_be_bytes()
+    {
         return None;
     }
     let seq = u64::from_le_bytes(frame[PAYLOAD..PAYLOAD + 8].try_into().ok()?);
@@ -528,7 +534,11 @@ mod tests {
         assert_eq!(got.len(), 5, "count is honoured");
         for (i, f) in got.iter().enumerate() {
             assert_eq!(f.len(), 64);
-            assert_eq!(fold_checksum(f[14..34].chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum()), 0, "IP checksum");
+            assert_eq!(
+                fold_checksum(f[14..34].chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum()),
+                0,
+                "IP checksum"
+            );
             let (stream, seq, _) = parse_payload(f).unwrap();
             assert_eq!((stream, seq), (3, i as u64));
         }

@@ -55,10 +55,9 @@ impl fmt::Display for PlatformError {
                 root.display(),
                 root.display()
             ),
-            PlatformError::BadAddress { address } => write!(
-                f,
-                "`{address}` is not a PCI address: write it as DDDD:BB:DD.F (e.g. 0000:5e:00.0) or BB:DD.F"
-            ),
+            PlatformError::BadAddress { address } => {
+                write!(f, "`{address}` is not a PCI address: write it as DDDD:BB:DD.F (e.g. 0000:5e:00.0) or BB:DD.F")
+            }
             PlatformError::WrongDevice { address, vendor, device, expected } => write!(
                 f,
                 "PCI function {address} is {vendor:04x}:{device:04x}, not {expected}: pass the address of {expected}"

@@ -20,6 +20,7 @@ pub fn is_hugetlbfs(file: &File) -> io::Result<bool> {
     }
     // SAFETY: fstatfs returned 0, so it initialised the whole struct (and it was zeroed anyway).
     let st = unsafe { st.assume_init() };
+    #[allow(clippy::useless_conversion)] // f_type is i64 on x86_64 but not on every target
     Ok(i64::from(st.f_type) == HUGETLBFS_MAGIC)
 }
 

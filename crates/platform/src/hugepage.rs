@@ -40,7 +40,9 @@ impl DmaMemory {
             DmaBacking::HugetlbfsFile(dir) => {
                 let dir = match dir {
                     Some(d) => d,
-                    None => crate::fs::hugetlbfs_mounts().into_iter().next().ok_or(PlatformError::HugetlbfsNotMounted)?,
+                    None => {
+                        crate::fs::hugetlbfs_mounts().into_iter().next().ok_or(PlatformError::HugetlbfsNotMounted)?
+                    }
                 };
                 static COUNTER: AtomicU64 = AtomicU64::new(0);
                 let name = format!("dma-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
@@ -65,9 +67,9 @@ impl DmaMemory {
         let mut page_phys = Vec::with_capacity(len / HUGEPAGE);
         for page in 0..len / HUGEPAGE {
             region.write_u64(page * HUGEPAGE, 0);
-            let phys = pagemap
-                .translate(region.virt_addr() + page * HUGEPAGE)?
-                .ok_or_else(|| PlatformError::io("hugepage not present after touching it", std::io::Error::other("pagemap")))?;
+            let phys = pagemap.translate(region.virt_addr() + page * HUGEPAGE)?.ok_or_else(|| {
+                PlatformError::io("hugepage not present after touching it", std::io::Error::other("pagemap"))
+            })?;
             page_phys.push(phys);
         }
         Ok(DmaMemory { region, page_phys })
@@ -107,7 +109,9 @@ impl DmaMemory {
 
 fn hugepage_error(e: std::io::Error, len: usize) -> PlatformError {
     match e.raw_os_error() {
-        Some(libc::ENOMEM) | Some(libc::ENOSPC) | Some(libc::EINVAL) => PlatformError::NoHugepages { requested_bytes: len },
+        Some(libc::ENOMEM) | Some(libc::ENOSPC) | Some(libc::EINVAL) => {
+            PlatformError::NoHugepages { requested_bytes: len }
+        }
         Some(libc::EPERM) | Some(libc::EACCES) => PlatformError::NotRoot { what: "allocating hugepages" },
         _ => PlatformError::io("allocating hugepage memory", e),
     }

@@ -38,9 +38,8 @@ impl MappedRegion {
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mapping offset too large"))?;
         // SAFETY: a fresh mapping at an address the kernel chooses (NULL hint) cannot overlap
         // any existing Rust object; the result is checked for MAP_FAILED before use.
-        let addr = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, offset)
-        };
+        let addr =
+            unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, offset) };
         if addr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
@@ -167,6 +166,14 @@ impl MappedRegion {
         let p = self.at::<u16>(offset);
         // SAFETY: in bounds; `read_unaligned` has no alignment requirement; any bits are a u16.
         u16::from_le(unsafe { p.read_unaligned() })
+    }
+
+    /// Writes a `u16` at `offset`.
+    #[inline(always)]
+    pub fn write_u16(&self, offset: usize, value: u16) {
+        let p = self.at::<u16>(offset);
+        // SAFETY: in bounds; `write_unaligned` has no alignment requirement.
+        unsafe { p.write_unaligned(value.to_le()) }
     }
 
     /// Copies `dst.len()` bytes starting at `offset` into `dst`.

@@ -31,7 +31,13 @@ pub fn enter_private_mount_namespace() -> Result<(), PlatformError> {
     // SAFETY: all pointers are valid NUL-terminated strings or NULL, as mount(2) allows for a
     // propagation change; the call does not retain them.
     let rc = unsafe {
-        libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null())
+        libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
     };
     if rc != 0 {
         return Err(errno_error("making mounts private", "mount --make-rprivate /".into()));

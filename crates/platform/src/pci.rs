@@ -53,10 +53,13 @@ impl PciFunction {
         if !dir.is_dir() {
             return Err(PlatformError::DeviceNotFound { address, root: root.to_path_buf() });
         }
-        let config = OpenOptions::new().read(true).write(true).open(dir.join("config")).map_err(|e| match e.kind() {
-            std::io::ErrorKind::PermissionDenied => PlatformError::NotRoot { what: "writing PCI configuration space" },
-            _ => PlatformError::io(format!("opening {}/config", dir.display()), e),
-        })?;
+        let config =
+            OpenOptions::new().read(true).write(true).open(dir.join("config")).map_err(|e| match e.kind() {
+                std::io::ErrorKind::PermissionDenied => {
+                    PlatformError::NotRoot { what: "writing PCI configuration space" }
+                }
+                _ => PlatformError::io(format!("opening {}/config", dir.display()), e),
+            })?;
         Ok(PciFunction { dir, address, root: root.to_path_buf(), config })
     }
 
@@ -72,7 +75,8 @@ impl PciFunction {
 
     fn read_hex_file(&self, name: &str) -> Result<u32, PlatformError> {
         let path = self.dir.join(name);
-        let text = std::fs::read_to_string(&path).map_err(|e| PlatformError::io(format!("reading {}", path.display()), e))?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| PlatformError::io(format!("reading {}", path.display()), e))?;
         let t = text.trim();
         u32::from_str_radix(t.trim_start_matches("0x"), 16)
             .map_err(|_| PlatformError::io(format!("parsing {}", path.display()), std::io::Error::other(t.to_string())))
@@ -87,7 +91,12 @@ impl PciFunction {
     pub fn expect_ids(&self, vendor: u16, device: u16, name: &'static str) -> Result<(), PlatformError> {
         let (v, d) = self.ids()?;
         if (v, d) != (vendor, device) {
-            return Err(PlatformError::WrongDevice { address: self.address.clone(), vendor: v, device: d, expected: name });
+            return Err(PlatformError::WrongDevice {
+                address: self.address.clone(),
+                vendor: v,
+                device: d,
+                expected: name,
+            });
         }
         Ok(())
     }
@@ -101,9 +110,11 @@ impl PciFunction {
     /// Fails with [`PlatformError::BoundToKernelDriver`] if a kernel driver owns the function.
     pub fn expect_unbound(&self) -> Result<(), PlatformError> {
         match self.bound_driver() {
-            Some(driver) => {
-                Err(PlatformError::BoundToKernelDriver { address: self.address.clone(), driver, root: self.root.clone() })
-            }
+            Some(driver) => Err(PlatformError::BoundToKernelDriver {
+                address: self.address.clone(),
+                driver,
+                root: self.root.clone(),
+            }),
             None => Ok(()),
         }
     }
@@ -152,7 +163,8 @@ impl PciFunction {
                 std::io::Error::other("BAR0 size mismatch"),
             ));
         }
-        MappedRegion::map_file(&file, 0, len, false).map_err(|e| PlatformError::io(format!("mapping {}", path.display()), e))
+        MappedRegion::map_file(&file, 0, len, false)
+            .map_err(|e| PlatformError::io(format!("mapping {}", path.display()), e))
     }
 }
 

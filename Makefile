@@ -1,0 +1,30 @@
+# safenic: `make demo` shows nicsim with traffic flowing; `make test` runs every check.
+CARGO ?= cargo
+
+.PHONY: all setup build demo test bench fmt
+
+all: build
+
+setup:
+	@scripts/setup
+
+build:
+	$(CARGO) build --workspace --release
+
+demo: setup build
+	scripts/demo
+
+# Tests that start nicsim's engine or a polling driver each keep a core busy; the machine has
+# two, so test binaries run one test at a time.
+test: setup
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) build --workspace
+	$(CARGO) test --workspace -- --test-threads=1
+
+bench: setup build
+	target/release/nicsim bench --seconds 10
+	target/release/nicsim bench --seconds 10 --link-gbps 100
+
+fmt:
+	$(CARGO) fmt --all

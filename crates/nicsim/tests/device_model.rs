@@ -1,0 +1,412 @@
+//! The device model in one process: a "driver" writes the BAR through a second mapping of the
+//! same file, the port is scanned as the engine would, and DMA goes to a flat test region.
+
+use nicsim::device::{Port, TxBatch};
+use nicsim::dma::FlatDmaSpace;
+use nicsim::lint::rule;
+use nicsim::pciconfig::{PciConfig, CONFIG_LEN};
+use nicsim::regs::*;
+use platform::MappedRegion;
+use std::fs::OpenOptions;
+
+const DMA_BASE: u64 = 0x4000_0000;
+const DMA_LEN: usize = 1 << 21;
+
+/// A port plus the driver's view of its BAR and config space.
+struct Rig {
+    port: Port,
+    bar: MappedRegion,
+    cfg: MappedRegion,
+    dma: FlatDmaSpace,
+}
+
+fn twice(len: usize, name: &str) -> (MappedRegion, MappedRegion) {
+    let path = std::env::temp_dir().join(format!("nicsim-test-{}-{name}-{:?}", std::process::id(), std::thread::current().id()));
+    let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+    f.set_len(len as u64).unwrap();
+    let a = MappedRegion::map_file(&f, 0, len, true).unwrap();
+    let b = MappedRegion::map_file(&f, 0, len, true).unwrap();
+    std::fs::remove_file(path).unwrap();
+    (a, b)
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let (bar_dev, bar) = twice(BAR0_LEN, "bar");
+        let (cfg_dev, cfg) = twice(CONFIG_LEN, "cfg");
+        let port = Port::new(0, bar_dev, PciConfig::new(cfg_dev, 0xF800_0000), 0, 10.0);
+        let dma = FlatDmaSpace { region: MappedRegion::anonymous(DMA_LEN).unwrap(), base: DMA_BASE };
+        let mut r = Rig { port, bar, cfg, dma };
+        r.cfg.write_u16(4, r.cfg.read_u16(4) | 0b110); // memory space + bus master
+        r.sync();
+        r
+    }
+    fn rd(&self, reg: u32) -> u32 {
+        self.bar.read_u32(reg as usize)
+    }
+    /// A driver write, then the device notices it.
+    fn wr(&mut self, reg: u32, v: u32) {
+        self.bar.write_u32(reg as usize, v);
+        self.sync();
+    }
+    fn sync(&mut self) {
+        self.port.scan_all();
+        self.port.poll_doorbells();
+    }
+    fn lint_rules(&self) -> Vec<String> {
+        self.port.lint.entries().iter().map(|w| w.rule.clone()).collect()
+    }
+    fn mem(&self) -> &MappedRegion {
+        &self.dma.region
+    }
+
+    /// RX queue 0 with `n` descriptors at DMA offset 0, buffers of 2 KiB from 0x10000.
+    fn rx_ring(&mut self, n: u32, advanced: bool, drop_en: bool) {
+        for i in 0..n as usize {
+            self.mem().write_u64(i * 16, DMA_BASE + 0x10000 + i as u64 * 2048);
+            self.mem().write_u64(i * 16 + 8, 0);
+        }
+        self.wr(rdbal(0), DMA_BASE as u32);
+        self.wr(rdbah(0), 0);
+        self.wr(rdlen(0), n * 16);
+        let desc = if advanced { 1 << SRRCTL_DESCTYPE_SHIFT } else { 0 };
+        self.wr(srrctl(0), 2 | desc | if drop_en { SRRCTL_DROP_EN } else { 0 });
+        self.wr(rxdctl(0), RXDCTL_ENABLE);
+        self.wr(FCTRL, FCTRL_UPE | FCTRL_MPE | FCTRL_BAM);
+        self.wr(RXCTRL, RXCTRL_RXEN);
+    }
+
+    /// TX queue `q` with `n` descriptors at DMA offset 0x8000 + q * 0x1000.
+    fn tx_ring(&mut self, q: u32, n: u32, head_wb: Option<u64>) -> usize {
+        let off = 0x8000 + q as usize * 0x1000;
+        self.wr(tdbal(q), (DMA_BASE + off as u64) as u32);
+        self.wr(tdlen(q), n * 16);
+        if let Some(h) = head_wb {
+            self.wr(tdwbal(q), h as u32 | 1);
+        }
+        self.wr(DMATXCTL, self.rd(DMATXCTL) | DMATXCTL_TE);
+        self.wr(txdctl(q), TXDCTL_ENABLE);
+        off
+    }
+
+    fn transmit(&mut self) -> Vec<Vec<u8>> {
+        let mut batch = TxBatch::new(64);
+        let mut out = Vec::new();
+        // Far in the future: the wire is always free.
+        for k in 1..50 {
+            batch.clear();
+            self.port.transmit(&mut self.dma, k * 1_000_000_000, &mut batch);
+            out.extend(batch.iter().map(|f| f.data.clone()));
+        }
+        out
+    }
+}
+
+fn frame(len: usize, tag: u8) -> Vec<u8> {
+    let mut f: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(7) ^ tag).collect();
+    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0]);
+    f
+}
+
+#[test]
+fn reset_values_and_self_clearing_reset() {
+    let mut r = Rig::new();
+    assert_eq!(r.rd(EEC) & 0x300, 0x300, "EEPROM present and auto-read done");
+    assert_eq!(r.rd(RDRXCTL) & RDRXCTL_DMAIDONE, RDRXCTL_DMAIDONE);
+    assert_eq!(r.rd(HLREG0), 0x0801_2C0B);
+    assert_eq!(r.rd(LINKS) & (0b111 << 28), 0b111 << 28, "link up at 10 Gb/s");
+    assert_eq!(r.rd(SECRXSTAT) & 1, 1);
+    assert_eq!(r.rd(srrctl(5)), 0x402);
+    assert_eq!(r.rd(0x02100 + 4 * 5), 0x402, "SRRCTL alias shares storage");
+    assert_eq!((r.rd(ral(0)), r.rd(rah(0))), (0x0000_0002, 0x8000_0000), "MAC 02:00:00:00:00:00 valid");
+    assert_eq!(r.rd(0x05400), 2, "RAL(0) alias");
+    r.wr(HLREG0, 0);
+    r.wr(srrctl(0), 0x1234_0002 & !0xE000_0000);
+    r.wr(CTRL, CTRL_RST);
+    assert_eq!(r.rd(CTRL) & CTRL_RST, 0, "RST self-clears");
+    assert_eq!(r.rd(HLREG0), 0x0801_2C0B, "registers back to reset values");
+    assert_eq!(r.rd(srrctl(0)), 0x402);
+    r.wr(CTRL, CTRL_LNK_RST);
+    assert_eq!(r.rd(CTRL), 0, "LNK_RST is a full reset too");
+    assert_eq!(r.port.resets, 2);
+}
+
+#[test]
+fn read_only_bits_and_write_semantics() {
+    let mut r = Rig::new();
+    r.wr(STATUS, 0);
+    assert_ne!(r.rd(STATUS) & STATUS_LINK_UP, 0, "STATUS is read-only");
+    r.wr(EEC, 0);
+    assert_eq!(r.rd(EEC) & 0x300, 0x300, "EEC PRES/ARD are read-only");
+    r.wr(RDRXCTL, 0);
+    assert_eq!(r.rd(RDRXCTL) & RDRXCTL_DMAIDONE, RDRXCTL_DMAIDONE);
+    r.wr(GPRC, 1234);
+    assert_eq!(r.rd(GPRC), 0, "statistics are not writable");
+    r.wr(EIMS, 0b1010);
+    r.wr(EIMS, 0);
+    assert_eq!(r.rd(EIMS), 0b1010, "EIMS: writing 0 has no effect");
+    r.wr(EIMC, 0b0010);
+    assert_eq!((r.rd(EIMS), r.rd(EIMC)), (0b1000, 0), "EIMC clears and reads 0");
+    r.wr(AUTOC, r.rd(AUTOC) | AUTOC_AN_RESTART);
+    assert_eq!(r.rd(AUTOC) & AUTOC_AN_RESTART, 0, "AN_RESTART self-clears");
+    r.wr(EERD, (0x3F << 2) | 1);
+    let eerd = r.rd(EERD);
+    assert_eq!(eerd & 0b11, 0b10, "DONE set, START clear");
+    let words: u32 = (0..0x40u32)
+        .map(|a| {
+            r.wr(EERD, (a << 2) | 1);
+            r.rd(EERD) >> 16
+        })
+        .sum();
+    assert_eq!(words & 0xFFFF, 0xBABA, "EEPROM checksum is valid");
+    r.wr(0x02100, 0x0200_0402);
+    assert_eq!(r.rd(srrctl(0)), 0x0200_0402, "a write through the alias reaches the register");
+    r.wr(txdctl(3), TXDCTL_SWFLSH);
+    assert_eq!(r.rd(txdctl(3)) & TXDCTL_SWFLSH, 0, "SWFLSH self-clears");
+}
+
+#[test]
+fn master_disable_drops_status_gio() {
+    let mut r = Rig::new();
+    assert_ne!(r.rd(STATUS) & STATUS_GIO, 0);
+    r.wr(CTRL, CTRL_GIO_DIS);
+    assert_eq!(r.rd(STATUS) & STATUS_GIO, 0);
+    r.wr(CTRL, 0);
+    assert_ne!(r.rd(CTRL) & CTRL_GIO_DIS, 0, "GIO_DIS holds until reset");
+    r.wr(CTRL, CTRL_RST);
+    assert_ne!(r.rd(STATUS) & STATUS_GIO, 0);
+}
+
+#[test]
+fn lint_reserved_bits_fctrl_and_ring_rules() {
+    let mut r = Rig::new();
+    assert!(r.lint_rules().is_empty());
+    r.wr(EIMC, 0xFFFF_FFFF); // bit 31 reserved (ixy C does this)
+    r.wr(DMATXCTL, 0x1); // clears reserved bits 2:1 (ixy does this)
+    r.wr(RXCTRL, RXCTRL_RXEN);
+    r.wr(FCTRL, FCTRL_UPE);
+    r.wr(rdt(0), 3); // tail of a disabled queue: stored only
+    r.wr(rxdctl(0), RXDCTL_ENABLE); // no ring programmed
+    r.wr(tdbal(1), (DMA_BASE + 0x40) as u32); // not 128-byte aligned
+    r.wr(tdlen(1), 1000); // not a multiple of 128
+    r.wr(txdctl(1), TXDCTL_ENABLE);
+    r.wr(tdt(1), 5000); // outside a ring of 62 descriptors
+    let rules = r.lint_rules();
+    for want in [
+        rule::RESERVED_BITS,
+        rule::FCTRL_WHILE_RXEN,
+        rule::QUEUE_BEFORE_RING,
+        rule::RING_ALIGNMENT,
+        rule::RING_LENGTH,
+        rule::TAIL_OUTSIDE_RING,
+    ] {
+        assert!(rules.iter().any(|x| x == want), "missing {want} in {rules:?}");
+    }
+    let reserved: Vec<_> =
+        r.port.lint.entries().iter().filter(|w| w.rule == rule::RESERVED_BITS).map(|w| w.register.clone()).collect();
+    assert!(reserved.contains(&"EIMC".to_string()) && reserved.contains(&"DMATXCTL".to_string()), "{reserved:?}");
+    let msg = &r.port.lint.entries().iter().find(|w| w.rule == rule::FCTRL_WHILE_RXEN).unwrap().message;
+    assert!(msg.contains("8.2.3.7.1"), "cites the datasheet: {msg}");
+}
+
+#[test]
+fn a_correct_bring_up_has_no_lint() {
+    let mut r = Rig::new();
+    r.wr(EIMC, 0x7FFF_FFFF);
+    r.rx_ring(64, true, true);
+    r.tx_ring(0, 64, None);
+    r.wr(rdt(0), 63);
+    assert!(r.lint_rules().is_empty(), "{:?}", r.port.lint.entries());
+}
+
+#[test]
+fn bar_writes_without_memory_space_are_dropped() {
+    let mut r = Rig::new();
+    r.cfg.write_u16(4, 0);
+    r.wr(HLREG0, 0);
+    assert_eq!(r.rd(HLREG0), 0x0801_2C0B);
+    assert!(r.lint_rules().contains(&rule::BAR_WITHOUT_MSE.to_string()));
+}
+
+#[test]
+fn legacy_receive_keeps_qword0_and_advanced_overwrites_it() {
+    for advanced in [false, true] {
+        let mut r = Rig::new();
+        r.rx_ring(8, advanced, true);
+        r.wr(rdt(0), 7);
+        let f = frame(100, 1);
+        r.port.receive(&mut r.dma, &f);
+        let q0 = r.mem().read_u64(0);
+        let q1 = r.mem().read_u64(8);
+        let mut got = vec![0u8; 100];
+        r.mem().read_bytes(0x10000, &mut got);
+        assert_eq!(got, f, "frame written to the buffer (CRC stripped)");
+        if advanced {
+            assert_eq!(q0, 0, "advanced write-back overwrites the address");
+            assert_eq!(q1 & 0b11, 0b11, "DD | EOP");
+            assert_eq!(q1 >> 32, 100, "length");
+        } else {
+            assert_eq!(q0, DMA_BASE + 0x10000, "legacy write-back keeps the address");
+            assert_eq!(q1 & 0xFFFF, 100);
+            assert_eq!((q1 >> 32) & 0b11, 0b11);
+        }
+        r.sync();
+        assert_eq!(r.rd(rdh(0)), 1);
+    }
+}
+
+#[test]
+fn no_descriptor_drops_are_counted_and_never_written() {
+    let mut r = Rig::new();
+    r.rx_ring(8, true, true);
+    r.wr(rdt(0), 2); // two descriptors owned
+    for i in 0..5 {
+        r.port.receive(&mut r.dma, &frame(60, i));
+    }
+    assert_eq!(r.port.counters.qprc[0], 2);
+    assert_eq!(r.port.counters.qprdc[0], 3, "DROP_EN: counted in QPRDC");
+    assert_eq!(r.mem().read_u64(2 * 16 + 8), 0, "descriptor 2 (not owned) untouched");
+    let mut untouched = [0u8; 60];
+    r.mem().read_bytes(0x10000 + 2 * 2048, &mut untouched);
+    assert_eq!(untouched, [0u8; 60]);
+    r.port.publish_counters();
+    assert_eq!((r.rd(qprdc(0)), r.rd(GPRC)), (3, 5));
+}
+
+#[test]
+fn without_drop_en_frames_wait_in_the_packet_buffer() {
+    let mut r = Rig::new();
+    r.rx_ring(8, true, false);
+    r.wr(0x03C00, 1 << 10); // RXPBSIZE(0) = 1 KB: room for ~16 small frames
+    r.wr(rdt(0), 1);
+    for i in 0..40 {
+        r.port.receive(&mut r.dma, &frame(60, i));
+    }
+    assert_eq!(r.port.counters.qprc[0], 1);
+    assert!(r.port.counters.mpc > 0, "a full packet buffer misses frames (MPC)");
+    r.wr(rdt(0), 7);
+    r.port.drain_fifo(&mut r.dma);
+    assert_eq!(r.port.counters.qprc[0], 7, "held frames are delivered once descriptors come back");
+}
+
+#[test]
+fn frames_longer_than_a_buffer_span_descriptors() {
+    let mut r = Rig::new();
+    r.rx_ring(8, true, true);
+    r.wr(srrctl(0), (r.rd(srrctl(0)) & !0x1F) | 1); // 1 KB buffers
+    r.wr(rdt(0), 7);
+    r.port.receive(&mut r.dma, &frame(1500, 3));
+    let (a, b) = (r.mem().read_u64(8), r.mem().read_u64(24));
+    assert_eq!((a & 0b11, a >> 32), (0b01, 1024), "first: DD without EOP");
+    assert_eq!((b & 0b11, b >> 32), (0b11, 476), "last: DD | EOP");
+}
+
+#[test]
+fn transmit_with_dd_write_back_padding_and_null_descriptors() {
+    let mut r = Rig::new();
+    let ring = r.tx_ring(0, 8, None);
+    let buf = 0x20000;
+    r.mem().write_bytes(buf, &frame(42, 9));
+    r.mem().write_bytes(buf + 2048, &frame(200, 5));
+    let legacy = |len: u64, cmd: u64| len | (cmd << 24);
+    // 0: legacy 42 bytes EOP|IFCS|RS (padded to 60); 1: null descriptor; 2: advanced 200 bytes.
+    r.mem().write_u64(ring, DMA_BASE + buf as u64);
+    r.mem().write_u64(ring + 8, legacy(42, 0b1011));
+    r.mem().write_u64(ring + 16, 0);
+    r.mem().write_u64(ring + 24, legacy(0, 0b0011));
+    r.mem().write_u64(ring + 32, DMA_BASE + buf as u64 + 2048);
+    r.mem().write_u64(ring + 40, 0x2B30_0000 | 200 | (200 << 46));
+    r.wr(tdt(0), 3);
+    let out = r.transmit();
+    assert_eq!(out.len(), 2, "the null descriptor sends nothing");
+    assert_eq!(out[0].len(), 60);
+    assert_eq!(&out[0][..42], &frame(42, 9)[..]);
+    assert!(out[0][42..].iter().all(|&b| b == 0), "padded with zeros");
+    assert_eq!(out[1], frame(200, 5));
+    assert_eq!(r.mem().read_u32(ring + 12) & 1, 1, "RS descriptor written back with DD");
+    assert_eq!(r.mem().read_u32(ring + 28) & 1, 0, "no RS, WTHRESH 0: no write-back");
+    assert_eq!(r.mem().read_u32(ring + 44) & 1, 1, "advanced descriptor with RS (as ixy writes it)");
+    r.sync();
+    assert_eq!(r.rd(tdh(0)), 3);
+    r.port.publish_counters();
+    assert_eq!((r.rd(GPTC), r.rd(qptc(0))), (2, 2));
+    assert_eq!(r.rd(GOTCL), 60 + 4 + 200 + 4, "octets include the FCS");
+}
+
+#[test]
+fn head_write_back_replaces_descriptor_write_back() {
+    let mut r = Rig::new();
+    let head = 0x30000u64;
+    let ring = r.tx_ring(0, 64, Some(DMA_BASE + head));
+    for i in 0..64usize {
+        r.mem().write_bytes(0x20000 + i * 64, &frame(60, i as u8));
+        r.mem().write_u64(ring + i * 16, DMA_BASE + 0x20000 + i as u64 * 64);
+        let rs = if i % 32 == 31 { 1u64 << 27 } else { 0 };
+        r.mem().write_u64(ring + i * 16 + 8, 60 | (0b11 << 24) | rs);
+    }
+    r.wr(tdt(0), 40);
+    assert_eq!(r.transmit().len(), 40);
+    assert_eq!(r.mem().read_u32(head as usize), 40, "head written back after the RS descriptor");
+    assert!((0..40).all(|i| r.mem().read_u32(ring + i * 16 + 12) & 1 == 0), "no DD in head write-back mode");
+}
+
+#[test]
+fn dma_outside_driver_memory_faults_and_stops_only_that_queue() {
+    let mut r = Rig::new();
+    let ring0 = r.tx_ring(0, 8, None);
+    let ring1 = r.tx_ring(1, 8, None);
+    r.mem().write_bytes(0x20000, &frame(60, 1));
+    r.mem().write_u64(ring0, 0x1000); // not driver memory
+    r.mem().write_u64(ring0 + 8, 60 | (0b1011 << 24));
+    r.mem().write_u64(ring0 + 16, DMA_BASE + 0x20000);
+    r.mem().write_u64(ring0 + 24, 60 | (0b1011 << 24));
+    r.mem().write_u64(ring1, DMA_BASE + 0x20000);
+    r.mem().write_u64(ring1 + 8, 60 | (0b1011 << 24));
+    r.wr(tdt(0), 2);
+    r.wr(tdt(1), 1);
+    let out = r.transmit();
+    assert_eq!(out.len(), 1, "queue 1 still transmits");
+    assert_eq!(r.port.fault_count, 1);
+    let f = &r.port.faults[0];
+    assert_eq!((f.direction.as_str(), f.queue, f.descriptor, f.address), ("tx", 0, 0, 0x1000));
+    assert_eq!(r.port.tx_queue_state(0).1, true, "queue 0 stopped");
+    assert_eq!(r.port.tx_queue_state(0).2, 0, "and did not move past the bad descriptor");
+    // Receive: a descriptor pointing beyond the region.
+    r.rx_ring(8, false, true);
+    r.mem().write_u64(0, DMA_BASE + DMA_LEN as u64 - 10);
+    r.wr(rdt(0), 7);
+    r.port.receive(&mut r.dma, &frame(60, 2));
+    assert_eq!(r.port.fault_count, 2);
+    assert_eq!(r.port.rx_queue_state(0).1, true);
+    assert_eq!(r.mem().read_u64(8), 0, "no write-back for the faulted descriptor");
+    r.wr(rxdctl(0), 0);
+    r.mem().write_u64(0, DMA_BASE + 0x10000);
+    r.wr(rxdctl(0), RXDCTL_ENABLE);
+    r.port.receive(&mut r.dma, &frame(60, 2));
+    assert_eq!(r.port.counters.qprc[0], 1, "re-enabling the queue restarts it");
+}
+
+#[test]
+fn l2_filtering_follows_fctrl_and_rar() {
+    let mut r = Rig::new();
+    r.rx_ring(16, true, true);
+    r.wr(RXCTRL, 0);
+    r.wr(FCTRL, 0);
+    r.wr(RXCTRL, RXCTRL_RXEN);
+    r.wr(rdt(0), 15);
+    let mut other = frame(60, 0);
+    other[0..6].copy_from_slice(&[0x02, 9, 9, 9, 9, 9]);
+    let mut bcast = frame(60, 0);
+    bcast[0..6].copy_from_slice(&[0xFF; 6]);
+    r.port.receive(&mut r.dma, &frame(60, 0)); // our MAC: accepted
+    r.port.receive(&mut r.dma, &other); // dropped
+    r.port.receive(&mut r.dma, &bcast); // dropped without BAM
+    assert_eq!((r.port.counters.qprc[0], r.port.drops.filtered), (1, 2));
+    r.wr(RXCTRL, 0);
+    r.wr(FCTRL, FCTRL_BAM | FCTRL_UPE);
+    r.wr(RXCTRL, RXCTRL_RXEN);
+    r.port.receive(&mut r.dma, &other);
+    r.port.receive(&mut r.dma, &bcast);
+    assert_eq!(r.port.counters.qprc[0], 3);
+    assert_eq!(r.port.counters.bprc, 1);
+}
