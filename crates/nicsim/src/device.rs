@@ -32,9 +32,11 @@ const MAX_FAULTS: usize = 1024;
 /// Dwords of BAR0 examined per [`Port::scan`] call besides the priority registers.
 pub const SWEEP_DWORDS: usize = 2048;
 /// Registers whose writes have side effects drivers wait for, examined at every scan, in this
-/// order (receive disable before filter changes, as drivers write them).
+/// order. FCTRL comes before RXCTRL: when both changed within one poll, the filter change is
+/// judged against the receive-enable state before the poll, so "set filters, then enable"
+/// is never reported (a disable-change-enable toggle inside one poll cannot be seen at all).
 pub const PRIORITY_REGISTERS: &[u32] =
-    &[CTRL, EIMS, EIMC, EICS, EICR, EERD, MSCA, AUTOC, I2CCTL, RXCTRL, SECRXCTRL, FCTRL, DMATXCTL, HLREG0];
+    &[CTRL, EIMS, EIMC, EICS, EICR, EERD, MSCA, AUTOC, I2CCTL, FCTRL, RXCTRL, SECRXCTRL, DMATXCTL, HLREG0];
 
 #[derive(Debug, Clone, Copy, Default)]
 struct RxQueue {

@@ -21,7 +21,11 @@ struct Rig {
 }
 
 fn twice(len: usize, name: &str) -> (MappedRegion, MappedRegion) {
-    let path = std::env::temp_dir().join(format!("nicsim-test-{}-{name}-{:?}", std::process::id(), std::thread::current().id()));
+    let path = std::env::temp_dir().join(format!(
+        "nicsim-test-{}-{name}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
     f.set_len(len as u64).unwrap();
     let a = MappedRegion::map_file(&f, 0, len, true).unwrap();
@@ -369,7 +373,7 @@ fn dma_outside_driver_memory_faults_and_stops_only_that_queue() {
     assert_eq!(r.port.fault_count, 1);
     let f = &r.port.faults[0];
     assert_eq!((f.direction.as_str(), f.queue, f.descriptor, f.address), ("tx", 0, 0, 0x1000));
-    assert_eq!(r.port.tx_queue_state(0).1, true, "queue 0 stopped");
+    assert!(r.port.tx_queue_state(0).1, "queue 0 stopped");
     assert_eq!(r.port.tx_queue_state(0).2, 0, "and did not move past the bad descriptor");
     // Receive: a descriptor pointing beyond the region.
     r.rx_ring(8, false, true);
@@ -377,7 +381,7 @@ fn dma_outside_driver_memory_faults_and_stops_only_that_queue() {
     r.wr(rdt(0), 7);
     r.port.receive(&mut r.dma, &frame(60, 2));
     assert_eq!(r.port.fault_count, 2);
-    assert_eq!(r.port.rx_queue_state(0).1, true);
+    assert!(r.port.rx_queue_state(0).1);
     assert_eq!(r.mem().read_u64(8), 0, "no write-back for the faulted descriptor");
     r.wr(rxdctl(0), 0);
     r.mem().write_u64(0, DMA_BASE + 0x10000);

@@ -1,0 +1,323 @@
+//! nicsim as a separate process with real drivers: hugepage DMA memory, pagemap physical
+//! addresses, /proc discovery, mount namespaces. Needs root and hugepages (`make test` runs
+//! scripts/setup first); run one test at a time (each keeps cores busy).
+
+use nicsim::engine::{Request, Stats};
+use nicsim::peer::{rewrite_macs, Device, IxyQueue, TinyAgent};
+use nicsim::regs::*;
+use nicsim::server;
+use nicsim::wire::{parse_payload, read_pcap, Direction, TrafficSpec};
+use platform::DmaBacking;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_nicsim");
+const A: &str = "0000:5e:00.0";
+const B: &str = "0000:5e:00.1";
+
+struct Nicsim {
+    child: Child,
+    root: PathBuf,
+}
+
+impl Nicsim {
+    fn start(name: &str, extra: &[&str]) -> Nicsim {
+        let root = PathBuf::from(format!("/dev/shm/nicsim-test-{}-{name}", std::process::id()));
+        let child = Command::new(BIN)
+            .args(["--root", root.to_str().unwrap(), "serve", "--ports", "2"])
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("spawning nicsim serve");
+        server::wait_ready(&root, Duration::from_secs(10)).expect("nicsim serve did not come up");
+        Nicsim { child, root }
+    }
+    fn devices(&self) -> PathBuf {
+        self.root.join("devices")
+    }
+    fn req(&self, r: Request) -> serde_json::Value {
+        server::request(&self.root, &r).unwrap()
+    }
+    fn stats(&self) -> Stats {
+        serde_json::from_value(self.req(Request::Stats)).unwrap()
+    }
+    fn open(&self, addr: &str) -> Device {
+        Device::open(&self.devices(), addr).unwrap()
+    }
+}
+
+impl Drop for Nicsim {
+    fn drop(&mut self) {
+        let _ = server::request(&self.root, &Request::Shutdown);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                assert!(!self.root.exists(), "serve removes everything it created");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+    }
+}
+
+fn test_frame(len: usize, seq: u32) -> Vec<u8> {
+    let mut f: Vec<u8> = (0..len).map(|i| (i as u32).wrapping_mul(31).wrapping_add(seq) as u8).collect();
+    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 9]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 8]);
+    f[12..16].copy_from_slice(&seq.to_le_bytes());
+    f
+}
+
+/// Sends `count` frames from `tx` to `rx` (over the cable) and checks each arrives intact, in order.
+fn pump(
+    tx_dev: &Device,
+    tx: &mut IxyQueue,
+    rx_dev: &Device,
+    rx: &mut IxyQueue,
+    count: u32,
+    len: impl Fn(u32) -> usize,
+) {
+    let (mut sent, mut got) = (0u32, 0u32);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while got < count {
+        assert!(Instant::now() < deadline, "stalled after {got} of {count} frames");
+        while sent < count && sent - got < 256 && tx.tx(tx_dev, &test_frame(len(sent), sent)) {
+            sent += 1;
+        }
+        rx.rx(rx_dev, 64, |f, qword0| {
+            let want = test_frame(len(got), got);
+            assert_eq!(f.len(), want.len(), "length of frame {got}");
+            assert!(f == &want[..], "content of frame {got}");
+            assert_eq!(qword0, 0, "advanced write-back clears qword 0");
+            got += 1;
+        })
+        .unwrap();
+    }
+}
+
+#[test]
+fn ixy_style_driver_both_directions_with_wraparound() {
+    let sim = Nicsim::start("ixy", &["--cable", "0-1"]);
+    let (da, db) = (sim.open(A), sim.open(B));
+    da.init_ixy().unwrap();
+    db.init_ixy().unwrap();
+    let mut qa = IxyQueue::new(&da, 512, DmaBacking::HugetlbfsFile(None)).unwrap();
+    let mut qb = IxyQueue::new(&db, 512, DmaBacking::HugetlbfsFile(None)).unwrap();
+    // Every length from 60 to 1514, both directions.
+    pump(&da, &mut qa, &db, &mut qb, 1455, |i| 60 + i as usize);
+    pump(&db, &mut qb, &da, &mut qa, 1455, |i| 1514 - i as usize);
+    // Ring wrap-around: a million minimum-size frames (about 2000 trips around 512 entries).
+    pump(&da, &mut qa, &db, &mut qb, 1_000_000, |_| 60);
+    std::thread::sleep(Duration::from_millis(5));
+    // DD write-back let the driver reclaim every transmit descriptor.
+    assert_eq!(qa.tx_clean(), 511);
+    // Device statistics (totals since reset; see docs/nicsim.md on clear-on-read).
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(da.read(GPTC), 1_001_455);
+    assert_eq!(db.read(GPRC), 1_001_455);
+    assert_eq!(db.read(GPTC), 1455);
+    let s = sim.stats();
+    assert_eq!(s.ports[0].device.gptc, 1_001_455);
+    assert_eq!(s.ports[1].device.qprc[0], 1_001_455);
+    assert_eq!(s.ports.iter().map(|p| p.dma_faults).sum::<u64>(), 0);
+    let lint = sim.req(Request::Lint);
+    assert_eq!(lint.as_array().unwrap().len(), 0, "a datasheet-following driver has no lint: {lint}");
+}
+
+#[test]
+#[ignore = "open (issue 2): about 0.05% of frames are neither forwarded nor counted as drops under TinyNF-style forwarding; run with --ignored"]
+fn tinynf_style_agents_forward_a_million_packets_each_way() {
+    let sim = Nicsim::start("tinynf", &[]);
+    let (da, db) = (sim.open(A), sim.open(B));
+    da.init_tinynf().unwrap();
+    db.init_tinynf().unwrap();
+    let mut ab = TinyAgent::new(&da, &db).unwrap();
+    let mut ba = TinyAgent::new(&db, &da).unwrap();
+    let pcap = std::env::temp_dir().join(format!("nicsim-e2e-{}.pcap", std::process::id()));
+    sim.req(Request::Pcap { port: 1, path: pcap.display().to_string(), direction: Direction::Tx, count: Some(1000) });
+    const N: u64 = 1_100_000;
+    for port in 0..2 {
+        let spec = TrafficSpec { rate_pps: Some(1e6), count: Some(N), ..TrafficSpec::default() };
+        sim.req(Request::Start { port, spec });
+    }
+    // The agents poll on their own thread, as a forwarder would; this thread watches.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let agents = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for _ in 0..1024 {
+                    ab.run_once(&da, &db, |f, l| {
+                        rewrite_macs(f);
+                        l
+                    });
+                    ba.run_once(&db, &da, |f, l| {
+                        rewrite_macs(f);
+                        l
+                    });
+                }
+            }
+            (ab.head(), ba.head())
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (mut quiet, mut last) = (0, 0);
+    while quiet < 3 {
+        std::thread::sleep(Duration::from_millis(100));
+        let s = sim.stats();
+        let total: u64 = s.ports.iter().map(|p| p.sink_packets).sum();
+        let done = s.ports.iter().all(|p| p.generated == N);
+        quiet = if done && total == last { quiet + 1 } else { 0 };
+        last = total;
+        assert!(Instant::now() < deadline, "forwarding stalled at {total}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (head_ab, head_ba) = agents.join().unwrap();
+    let s = sim.stats();
+    for p in &s.ports {
+        let other = 1 - p.port;
+        let (stream, st) = &p.streams[0];
+        assert_eq!(*stream, other, "port {} receives what port {other} generated", p.port);
+        // Every frame is delivered once and in order, except frames the device dropped because
+        // the agent had not yet given descriptors back (counted in QPRDC of the input port).
+        let no_descriptor = s.ports[other].device.qprdc[0];
+        assert_eq!(st.reordered, 0);
+        assert_eq!(st.received + no_descriptor, N, "every frame forwarded or a counted no-descriptor drop");
+        assert!(st.lost <= no_descriptor, "sequence gaps are explained by those drops");
+        assert!(st.received >= 1_000_000, "at least 10^6 packets forwarded, got {}", st.received);
+        assert_eq!(p.dma_faults, 0);
+    }
+    assert!(head_ab < 256 && head_ba < 256);
+    assert_ne!(head_ab + head_ba, 0, "head write-back happened");
+    let lint = sim.req(Request::Lint);
+    assert_eq!(lint.as_array().unwrap().len(), 0, "{lint}");
+    // The first frames on port 1's wire: MACs rewritten, the rest as generated.
+    sim.req(Request::PcapStop { port: 1 });
+    let frames = read_pcap(&pcap).unwrap();
+    assert_eq!(frames.len(), 1000);
+    for (i, f) in frames.iter().enumerate() {
+        assert_eq!(&f[0..12], &[0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+        let (stream, seq, _) = parse_payload(f).unwrap();
+        assert_eq!((stream, seq), (0, i as u64));
+    }
+    let _ = std::fs::remove_file(pcap);
+}
+
+#[test]
+fn dma_fault_stops_the_queue_and_nicsim_serves_on() {
+    let sim = Nicsim::start("fault", &[]);
+    let (da, db) = (sim.open(A), sim.open(B));
+    da.init_ixy().unwrap();
+    db.init_ixy().unwrap();
+    let mut qa = IxyQueue::new(&da, 512, DmaBacking::AnonymousHugetlb).unwrap();
+    let mut qb = IxyQueue::new(&db, 512, DmaBacking::HugetlbfsFile(None)).unwrap();
+    assert!(qa.tx(&da, &test_frame(60, 0)));
+    // Point the next descriptor at memory the driver never gave the device, then send it.
+    let i = qa.tx_next();
+    assert!(qa.tx(&da, &test_frame(60, 1)));
+    qa.mem.region().write_u64(qa.tx_descriptor(i), 0x1000);
+    da.write(tdt(0), (i + 1) % 512);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let s = loop {
+        let s = sim.stats();
+        if s.ports[0].dma_faults > 0 || Instant::now() > deadline {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(s.ports[0].dma_faults, 1);
+    let f = &s.ports[0].faults[0];
+    assert_eq!((f.direction.as_str(), f.queue, f.descriptor, f.address), ("tx", 0, i, 0x1000));
+    assert_eq!(s.ports[0].device.gptc, 1, "the frame before it was sent");
+    // nicsim survives and serves the other port.
+    sim.req(Request::Start {
+        port: 1,
+        spec: TrafficSpec { count: Some(100), rate_pps: Some(1e5), ..Default::default() },
+    });
+    let mut got = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while got < 100 && Instant::now() < deadline {
+        qb.rx(&db, 64, |f, _| {
+            assert_eq!(parse_payload(f).unwrap().1, got as u64);
+            got += 1;
+        })
+        .unwrap();
+    }
+    assert_eq!(got, 100);
+}
+
+#[test]
+fn exec_shows_exactly_the_fake_functions() {
+    let sim = Nicsim::start("exec", &["--bound"]);
+    let out = Command::new(BIN)
+        .args(["--root", sim.root.to_str().unwrap(), "exec", "--", "ls", "/sys/bus/pci/devices"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("{A}\n{B}\n"));
+    let out = Command::new(BIN)
+        .args(["--root", sim.root.to_str().unwrap(), "exec", "--", "sh", "-c"])
+        .arg(format!("cat /sys/bus/pci/devices/{A}/vendor /sys/bus/pci/devices/{A}/device; echo {A} > /sys/bus/pci/devices/{A}/driver/unbind"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "0x8086\n0x10fb\n");
+    // The fake driver's unbind file works like the kernel's: the link disappears.
+    let link = sim.devices().join(A).join("driver");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::symlink_metadata(&link).is_ok() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(std::fs::symlink_metadata(&link).is_err(), "unbound");
+    assert!(std::fs::symlink_metadata(sim.devices().join(B).join("driver")).is_ok(), "the other function stays bound");
+    // Outside the namespace nothing changed.
+    assert!(
+        !Path::new("/sys/bus/pci/devices").join(A).exists()
+            || std::fs::read_to_string(Path::new("/sys/bus/pci/devices").join(A).join("device")).is_ok()
+    );
+}
+
+#[test]
+fn pcap_reads_back_with_our_reader_and_tcpdump() {
+    let sim = Nicsim::start("pcap", &[]);
+    let pcap = std::env::temp_dir().join(format!("nicsim-rx-{}.pcap", std::process::id()));
+    sim.req(Request::Pcap { port: 0, path: pcap.display().to_string(), direction: Direction::Rx, count: Some(50) });
+    sim.req(Request::Start {
+        port: 0,
+        spec: TrafficSpec { size: 128, flows: 5, count: Some(50), ..Default::default() },
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sim.stats().ports[0].pcap_written != Some(50) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    sim.req(Request::PcapStop { port: 0 });
+    let frames = read_pcap(&pcap).unwrap();
+    assert_eq!(frames.len(), 50);
+    for (i, f) in frames.iter().enumerate() {
+        assert_eq!(f.len(), 128);
+        assert_eq!(parse_payload(f).unwrap().1, i as u64);
+    }
+    let out =
+        Command::new("tcpdump").args(["-nn", "-r"]).arg(&pcap).output().expect("tcpdump is installed by scripts/setup");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 50);
+    assert!(text.lines().all(|l| l.contains("UDP") && l.contains(".20051")), "{text}");
+    let _ = std::fs::remove_file(pcap);
+}
+
+#[test]
+fn platform_errors_name_the_fix() {
+    let sim = Nicsim::start("errors", &[]);
+    let e = Device::open(&sim.devices(), "0000:5e:00.7").err().unwrap().to_string();
+    assert!(e.contains("not found") && e.contains("ls "), "{e}");
+    let e = Device::open(&sim.devices(), "not-an-address").err().unwrap().to_string();
+    assert!(e.contains("DDDD:BB:DD.F"), "{e}");
+    std::fs::write(sim.devices().join(A).join("device"), "0x1528\n").unwrap();
+    let e = Device::open(&sim.devices(), A).err().unwrap().to_string();
+    assert!(e.contains("8086:1528") && e.contains("82599ES"), "{e}");
+    let out = Command::new(BIN).args(["--root", "/dev/shm/no-such-nicsim", "stats"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nicsim serve"), "names the fix");
+}
