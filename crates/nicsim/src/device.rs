@@ -156,6 +156,9 @@ impl TxBatch {
     }
 }
 
+/// Descriptors whose buffers the TX engine prefetches before processing a batch.
+const TX_PREFETCH: usize = 32;
+
 enum RxWrite {
     Written,
     NoRoom,
@@ -334,6 +337,7 @@ impl Port {
     /// sweep takes `BAR0_DWORDS / SWEEP_DWORDS` calls. Reading all 128 KiB at every call would
     /// cost tens of microseconds of memory bandwidth.
     pub fn scan(&mut self) {
+        self.publish_rx_head();
         if self.config.poll() {
             self.update_status();
         }
@@ -391,9 +395,34 @@ impl Port {
         self.on_write(offset, old, new)
     }
 
+    /// Publishes RDH(0) after the receive engine moved it. The engine calls this once per
+    /// iteration instead of once per frame: a register store per frame costs more than the
+    /// rest of the receive path, and drivers learn of new frames from DD or head write-back,
+    /// not from RDH [DS 7.1.9].
+    #[inline]
+    pub fn publish_rx_head(&mut self) {
+        let head = self.rx[0].head;
+        if self.rx[0].enabled && self.shadow[rdh(0) as usize / 4] != head {
+            self.set_reg(rdh(0), head);
+        }
+    }
+
     /// Reads the doorbells of enabled queues (called every engine iteration).
     #[inline]
     pub fn poll_doorbells(&mut self) {
+        if !self.rx[0].enabled {
+            // A driver that sets RXDCTL.ENABLE and polls for it reads its own store back at
+            // once, before the device has seen it (a plain memory read cannot be intercepted).
+            // Looking at RXDCTL(0) every iteration shrinks that window to well under a
+            // microsecond, so frames that arrive after the driver's bring-up find the queue
+            // enabled, as on hardware [DS 4.6.7.1].
+            // The driver programmed the ring before it enabled the queue, so every register
+            // is looked at, in address order, to apply those writes first.
+            if self.bar.read_u32(rxdctl(0) as usize) != self.reg(rxdctl(0)) {
+                self.sweep = 0;
+                self.scan_all();
+            }
+        }
         if self.rx[0].enabled {
             let off = rdt(0);
             let t = self.bar.read_u32(off as usize);
@@ -845,13 +874,16 @@ impl Port {
 
     fn write_rx(&mut self, dma: &mut impl DmaSpace, frame: &[u8], strip: bool) -> RxWrite {
         let q = self.rx[0];
-        let fcs = crc32(frame).to_le_bytes();
         let total = frame.len() + if strip { 0 } else { FCS_LEN };
-        let need = total.div_ceil(q.buf_size) as u32;
-        let owned = (q.tail + q.size - q.head) % q.size.max(1);
+        let need = if total <= q.buf_size { 1 } else { total.div_ceil(q.buf_size) as u32 };
+        // Descriptors the device owns: head up to (not including) tail [DS 7.1.9]. No division
+        // on this path: it runs once per frame.
+        let owned = if q.tail >= q.head { q.tail - q.head } else { q.tail + q.size - q.head };
         if q.size == 0 || owned < need {
             return RxWrite::NoRoom;
         }
+        // The FCS is computed only when the driver keeps it (HLREG0.RXCRCSTRP = 0).
+        let fcs = if strip { [0; FCS_LEN] } else { crc32(frame).to_le_bytes() };
         let mut head = q.head;
         let mut done = 0;
         while done < total {
@@ -889,11 +921,10 @@ impl Port {
                 self.fault("rx", 0, head, desc, "descriptor write-back");
                 return RxWrite::Fault;
             }
-            head = (head + 1) % q.size;
+            head = if head + 1 == q.size { 0 } else { head + 1 };
             done += n;
         }
-        self.rx[0].head = head;
-        self.set_reg(rdh(0), head);
+        self.rx[0].head = head; // RDH itself is published once per engine iteration
         self.counters.qprc[q.stat] += 1;
         self.counters.qbrc[q.stat] += total as u64;
         RxWrite::Written
@@ -925,6 +956,18 @@ impl Port {
             return;
         }
         let start_head = q.head;
+        // Touch the buffers of the next descriptors first, so their cache misses overlap
+        // instead of each stalling the loop below in turn.
+        let mut ahead = q.head;
+        for _ in 0..TX_PREFETCH {
+            if ahead == q.tail {
+                break;
+            }
+            if let Some(addr) = dma::read_u64(dma, q.base + u64::from(ahead) * 16) {
+                dma::prefetch(dma, addr);
+            }
+            ahead = if ahead + 1 == q.size { 0 } else { ahead + 1 };
+        }
         let mut write_head_back = false;
         let mut processed = 0;
         while q.head != q.tail && processed < 64 && !batch.is_full() {
@@ -932,15 +975,12 @@ impl Port {
                 break;
             }
             let desc = q.base + u64::from(q.head) * 16;
-            let mut d = [0u8; 16];
-            if !dma::read(dma, desc, &mut d) {
+            let (Some(addr), Some(qword1)) = (dma::read_u64(dma, desc), dma::read_u64(dma, desc + 8)) else {
                 self.fault("tx", qi, q.head, desc, "descriptor read");
                 q.faulted = true;
                 break;
-            }
-            let addr = u64::from_le_bytes(d[0..8].try_into().expect("8 bytes"));
-            let qword1 = u64::from_le_bytes(d[8..16].try_into().expect("8 bytes"));
-            let cmd = d[11];
+            };
+            let cmd = (qword1 >> 24) as u8;
             let len = (qword1 & 0xFFFF) as usize;
             let carries_data = if cmd & TX_DEXT != 0 {
                 match (qword1 >> 20) & 0xF {
@@ -1001,7 +1041,7 @@ impl Port {
                 q.faulted = true;
                 break;
             }
-            q.head = (q.head + 1) % q.size;
+            q.head = if q.head + 1 == q.size { 0 } else { q.head + 1 };
             processed += 1;
         }
         if q.head != start_head {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Slow-path period.
 const SCAN_PERIOD_PS: u64 = 100_000_000; // 100 µs
 /// Frames each generator may deliver per iteration.
-const GEN_BURST: usize = 32;
+const GEN_BURST: usize = 64;
 
 /// A control request (one JSON object per line on the socket).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -190,6 +190,9 @@ impl<D: DmaSpace> Engine<D> {
                     break;
                 }
             }
+        }
+        for p in ports.iter_mut() {
+            p.publish_rx_head();
         }
     }
 
