@@ -156,9 +156,6 @@ impl TxBatch {
     }
 }
 
-/// Descriptors whose buffers the TX engine prefetches before processing a batch.
-const TX_PREFETCH: usize = 32;
-
 enum RxWrite {
     Written,
     NoRoom,
@@ -956,18 +953,6 @@ impl Port {
             return;
         }
         let start_head = q.head;
-        // Touch the buffers of the next descriptors first, so their cache misses overlap
-        // instead of each stalling the loop below in turn.
-        let mut ahead = q.head;
-        for _ in 0..TX_PREFETCH {
-            if ahead == q.tail {
-                break;
-            }
-            if let Some(addr) = dma::read_u64(dma, q.base + u64::from(ahead) * 16) {
-                dma::prefetch(dma, addr);
-            }
-            ahead = if ahead + 1 == q.size { 0 } else { ahead + 1 };
-        }
         let mut write_head_back = false;
         let mut processed = 0;
         while q.head != q.tail && processed < 64 && !batch.is_full() {

@@ -54,14 +54,6 @@ pub fn write(space: &mut impl DmaSpace, phys: u64, data: &[u8]) -> bool {
     each_extent(space, phys, data.len(), |r, off, done, n| r.write_bytes(off, &data[done..done + n]))
 }
 
-/// Hints that `phys` will be accessed soon (no effect on addresses that do not resolve).
-#[inline]
-pub fn prefetch(space: &mut impl DmaSpace, phys: u64) {
-    if let Some((region, off, _)) = space.lookup(phys) {
-        region.prefetch(off);
-    }
-}
-
 /// Reads a little-endian u64.
 #[inline]
 pub fn read_u64(space: &mut impl DmaSpace, phys: u64) -> Option<u64> {

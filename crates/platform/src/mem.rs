@@ -92,22 +92,6 @@ impl MappedRegion {
         );
     }
 
-    /// Hints the CPU to bring the cache line at `offset` closer, ahead of an access. Offsets
-    /// outside the region are ignored. A hint only: it never faults and changes no value.
-    #[inline(always)]
-    pub fn prefetch(&self, offset: usize) {
-        if offset >= self.len {
-            return;
-        }
-        #[cfg(target_arch = "x86_64")]
-        {
-            let p = self.ptr.as_ptr().wrapping_add(offset).cast::<i8>();
-            // SAFETY: PREFETCHT0 is a hint that never faults and has no architectural effect;
-            // `p` is inside the mapping (checked above) in any case.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p) }
-        }
-    }
-
     /// Whether `[offset, offset + size)` lies inside the region.
     #[inline(always)]
     pub fn contains(&self, offset: usize, size: usize) -> bool {
