@@ -21,6 +21,7 @@ test: setup
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build --workspace
 	$(CARGO) test --workspace -- --test-threads=1
+	$(CARGO) +nightly miri test -p invariants
 
 bench: setup build
 	target/release/nicsim bench --seconds 10

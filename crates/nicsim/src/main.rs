@@ -115,6 +115,9 @@ enum TrafficCmd {
         /// Frame size without FCS (60–1514).
         #[arg(long, default_value_t = 60)]
         size: usize,
+        /// Cycle frame sizes from --size to this, one byte longer each frame.
+        #[arg(long)]
+        size_max: Option<usize>,
         #[arg(long, default_value_t = 1)]
         flows: u32,
         #[arg(long)]
@@ -220,7 +223,7 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
         }
         Cmd::Exec { command } => exec(root, &command),
         Cmd::Traffic { action } => match action {
-            TrafficCmd::Start { port, rate, size, flows, count, duration } => {
+            TrafficCmd::Start { port, rate, size, size_max, flows, count, duration } => {
                 let gbps = link_gbps(root)?;
                 let spec = TrafficSpec {
                     rate_pps: parse_rate(&rate, size, gbps)?,
@@ -229,6 +232,7 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
                     count,
                     duration_ms: duration.map(|s| (s * 1000.0) as u64),
                     dst_mac: None,
+                    size_max,
                 };
                 server::request(root, &Request::Start { port, spec }).map(|_| ())
             }

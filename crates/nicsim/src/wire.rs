@@ -102,11 +102,22 @@ pub struct TrafficSpec {
     pub duration_ms: Option<u64>,
     /// Destination MAC; `None` = the receiving port's own address.
     pub dst_mac: Option<[u8; 6]>,
+    /// If set, frame lengths cycle through `size..=size_max`, one byte longer each frame.
+    #[serde(default)]
+    pub size_max: Option<usize>,
 }
 
 impl Default for TrafficSpec {
     fn default() -> Self {
-        TrafficSpec { rate_pps: None, size: MIN_FRAME, flows: 1, count: None, duration_ms: None, dst_mac: None }
+        TrafficSpec {
+            rate_pps: None,
+            size: MIN_FRAME,
+            flows: 1,
+            count: None,
+            duration_ms: None,
+            dst_mac: None,
+            size_max: None,
+        }
     }
 }
 
@@ -115,6 +126,11 @@ impl TrafficSpec {
     pub fn validate(&self) -> Result<(), String> {
         if !(MIN_FRAME..=MAX_FRAME).contains(&self.size) {
             return Err(format!("frame size {} is outside {MIN_FRAME}..={MAX_FRAME} bytes (without FCS)", self.size));
+        }
+        if let Some(max) = self.size_max {
+            if !(self.size..=MAX_FRAME).contains(&max) {
+                return Err(format!("largest frame size {max} is outside {}..={MAX_FRAME} bytes", self.size));
+            }
         }
         if self.flows == 0 || self.flows > 1 << 20 {
             return Err(format!("flows must be between 1 and {}, not {}", 1 << 20, self.flows));
@@ -141,7 +157,13 @@ pub struct Generator {
     pub sent: u64,
     pub bytes: u64,
     started_ps: u64,
+    /// Frames sent since the last `start` (what `count` limits; counter resets leave it).
+    sent_this_start: u64,
     ip_partial: u32,
+    /// Templates of the other sizes of a size sweep, with their partial checksums; the
+    /// current one is swapped into `frame`.
+    sweep: Vec<(Vec<u8>, u32)>,
+    sweep_at: usize,
 }
 
 impl Generator {
@@ -157,7 +179,10 @@ impl Generator {
             sent: 0,
             bytes: 0,
             started_ps: 0,
+            sent_this_start: 0,
             ip_partial: 0,
+            sweep: Vec::new(),
+            sweep_at: 0,
         }
     }
 
@@ -178,9 +203,24 @@ impl Generator {
         self.end_ps = spec.duration_ms.map(|ms| now_ps + ms * 1_000_000_000);
         self.frame = build_template(spec.size, spec.dst_mac.unwrap_or(dst_mac), self.stream);
         self.ip_partial = ip_checksum_partial(&self.frame[14..34]);
+        let dst = spec.dst_mac.unwrap_or(dst_mac);
+        self.sweep = (spec.size..=spec.size_max.unwrap_or(spec.size))
+            .map(|size| {
+                let f = build_template(size, dst, self.stream);
+                let partial = ip_checksum_partial(&f[14..34]);
+                (f, partial)
+            })
+            .collect();
+        self.sweep_at = 0;
+        if self.sweep.len() <= 1 {
+            self.sweep.clear();
+        }
         self.spec = spec;
         self.next_x1000 = now_ps * 1000;
         self.started_ps = now_ps;
+        // A count applies to this start; sequence numbers go on from the last run, so a sink
+        // sees one gap-free stream across restarts.
+        self.sent_this_start = 0;
         self.active = true;
     }
 
@@ -202,7 +242,7 @@ impl Generator {
         if !self.active {
             return false;
         }
-        if self.spec.count.is_some_and(|c| self.sent >= c) || self.end_ps.is_some_and(|e| now_ps >= e) {
+        if self.spec.count.is_some_and(|c| self.sent_this_start >= c) || self.end_ps.is_some_and(|e| now_ps >= e) {
             self.active = false;
             return false;
         }
@@ -215,13 +255,27 @@ impl Generator {
             self.next_x1000 = floor;
         }
         self.next_x1000 += self.interval_ps_x1000;
+        let swept = !self.sweep.is_empty();
+        if swept {
+            // Borrow this size's template for one frame; it is swapped back below.
+            let (f, partial) = &mut self.sweep[self.sweep_at];
+            std::mem::swap(&mut self.frame, f);
+            std::mem::swap(&mut self.ip_partial, partial);
+        }
         let end = wire.send(now_ps, self.frame.len());
         let seq = self.sent;
         let flow = (seq % self.spec.flows as u64) as u32;
         self.patch(seq, end / 1000, flow);
         deliver(&self.frame, end);
         self.sent += 1;
+        self.sent_this_start += 1;
         self.bytes += self.frame.len() as u64;
+        if swept {
+            let (f, partial) = &mut self.sweep[self.sweep_at];
+            std::mem::swap(&mut self.frame, f);
+            std::mem::swap(&mut self.ip_partial, partial);
+            self.sweep_at = (self.sweep_at + 1) % self.sweep.len();
+        }
         true
     }
 
@@ -544,6 +598,33 @@ mod tests {
         }
         assert_ne!(got[0][26..30], got[1][26..30], "flows vary the source address");
         assert_eq!(got[0][26..30], got[4][26..30], "4 flows repeat");
+    }
+
+    #[test]
+    fn size_sweeps_cycle_every_length_and_counts_restart() {
+        let mut g = Generator::new(0);
+        let spec = TrafficSpec { size: 60, size_max: Some(63), count: Some(6), ..Default::default() };
+        assert!(TrafficSpec { size: 100, size_max: Some(99), ..Default::default() }.validate().is_err());
+        g.start(spec.clone(), [0x02, 0, 0, 0, 0, 1], 10.0, 0);
+        let mut wire = WireClock::new(10.0);
+        let mut got = Vec::new();
+        for now in (0..10_000_000).step_by(10_000) {
+            g.next(now, &mut wire, &mut |f: &[u8], _| got.push(f.to_vec()));
+        }
+        let lengths: Vec<usize> = got.iter().map(|f| f.len()).collect();
+        assert_eq!(lengths, [60, 61, 62, 63, 60, 61]);
+        for f in &got {
+            let sum: u32 = f[14..34].chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+            assert_eq!(fold_checksum(sum), 0, "IP checksum of a {}-byte frame", f.len());
+            assert_eq!(usize::from(u16::from_be_bytes([f[16], f[17]])), f.len() - 14, "IP total length");
+        }
+        // A new start counts afresh; sequence numbers continue.
+        g.start(spec, [0x02, 0, 0, 0, 0, 1], 10.0, 20_000_000);
+        let mut more = Vec::new();
+        for now in (20_000_000..30_000_000).step_by(10_000) {
+            g.next(now, &mut wire, &mut |f: &[u8], _| more.push(parse_payload(f).unwrap().1));
+        }
+        assert_eq!(more, [6, 7, 8, 9, 10, 11]);
     }
 
     #[test]

@@ -78,6 +78,12 @@ impl MappedRegion {
         self.len == 0
     }
 
+    /// The first byte of the mapping, valid for reads and writes of `len()` bytes until this
+    /// region is dropped. For the `invariants` kernel, which builds typed volatile references.
+    pub fn as_ptr(&self) -> NonNull<u8> {
+        self.ptr
+    }
+
     /// The virtual address of the first byte, for `/proc/self/pagemap` look-ups.
     pub fn virt_addr(&self) -> usize {
         self.ptr.as_ptr() as usize

@@ -1,0 +1,279 @@
+//! The restricted and const models: TinyNF's agent [paper §VI; TinyNF `ixgbe_run`].
+//!
+//! An agent owns `N` packet buffers and one descriptor ring per output. Ring 0 is shared: it is
+//! RX queue 0 of the input device and a TX queue of output 0; the other rings are TX queues of
+//! the other outputs. Slot `i` of every ring points at buffer `i` for ever. Software only
+//! rewrites the second quadword of descriptors; no buffer ever moves and no packet is copied.
+//!
+//! The number of outputs is either known at run time ([`BrandedLen`], the *restricted* model)
+//! or a const generic ([`ConstOutputs`], the *const* model). Both index their per-output arrays
+//! without checks and without padding to 256.
+
+use crate::device::{Device, DriverError};
+use crate::memory::{DmaBlock, Layout};
+use crate::regs::{RX_DD, RX_EOP, TX_EOP, TX_IFCS, TX_RS};
+use crate::{PacketData, PacketLength, BUFFER_SIZE};
+use invariants::{BrandedIndex, BrandedLen, BrandedVec, ConstArray, ConstIndex, RingIndex, VolatileArray, VolatilePtr};
+use std::ops::{Index, IndexMut};
+
+/// Packets processed before the TX tails are written.
+pub const FLUSH_PERIOD: usize = 8;
+/// Period of RS bits, head reads and RX tail updates.
+pub const RECYCLE_PERIOD: usize = 64;
+
+/// A legacy descriptor: buffer address, then length/command (TX) or length/status (RX).
+pub type Descriptor = [u64; 2];
+
+/// A set of outputs whose per-output arrays index without checks.
+pub trait Outputs: Copy {
+    type Index: Copy;
+    type Array<T>: Index<Self::Index, Output = T> + IndexMut<Self::Index>;
+    /// How many outputs.
+    fn count(self) -> usize;
+    /// Output 0 (the one that shares the receive ring); every set has one.
+    fn first(self) -> Self::Index;
+    /// Every output, in order.
+    fn each(self) -> impl Iterator<Item = Self::Index>;
+    /// An array with entry `o` = `f(o)`.
+    fn array<T>(self, f: impl FnMut(Self::Index) -> T) -> Self::Array<T>;
+    /// Converts `f` over indices into an array of results, stopping at the first error.
+    fn try_array<T, E>(self, mut f: impl FnMut(Self::Index) -> Result<T, E>) -> Result<Self::Array<T>, E> {
+        let mut err = None;
+        let mut made = Vec::with_capacity(self.count());
+        for o in self.each() {
+            match f(o) {
+                Ok(v) => made.push(Some(v)),
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(e) = err {
+            return Err(e);
+        }
+        let mut it = made.into_iter();
+        Ok(self.array(|_| it.next().flatten().expect("one value per output")))
+    }
+}
+
+/// The restricted model: the output count is known at run time (1 to 64).
+impl<'id> Outputs for BrandedLen<'id> {
+    type Index = BrandedIndex<'id>;
+    type Array<T> = BrandedVec<'id, T>;
+    fn count(self) -> usize {
+        self.get()
+    }
+    fn first(self) -> BrandedIndex<'id> {
+        BrandedLen::first(self)
+    }
+    fn each(self) -> impl Iterator<Item = BrandedIndex<'id>> {
+        self.indices()
+    }
+    fn array<T>(self, f: impl FnMut(BrandedIndex<'id>) -> T) -> BrandedVec<'id, T> {
+        self.vec(f)
+    }
+}
+
+/// The const model: `K` outputs, known at compile time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConstOutputs<const K: usize>;
+
+impl<const K: usize> Outputs for ConstOutputs<K> {
+    type Index = ConstIndex<K>;
+    type Array<T> = ConstArray<T, K>;
+    fn count(self) -> usize {
+        K
+    }
+    fn first(self) -> ConstIndex<K> {
+        ConstIndex::new(0)
+    }
+    fn each(self) -> impl Iterator<Item = ConstIndex<K>> {
+        ConstIndex::all()
+    }
+    fn array<T>(self, f: impl FnMut(ConstIndex<K>) -> T) -> ConstArray<T, K> {
+        ConstArray::from_fn(f)
+    }
+}
+
+/// Memory of one agent: buffers, rings and head write-back slots, laid out once.
+pub struct AgentMemory {
+    block: DmaBlock,
+    buffers: usize,
+    rings: Vec<usize>,
+    heads: Vec<usize>,
+}
+
+impl AgentMemory {
+    /// Memory for an agent with `outputs` outputs and rings of `ring_size` entries.
+    pub fn allocate(outputs: usize, ring_size: usize) -> Result<AgentMemory, DriverError> {
+        if !(1..=64).contains(&outputs) {
+            return Err(DriverError::Invalid(format!("{outputs} outputs: an agent has 1 to 64 outputs")));
+        }
+        let mut layout = Layout::default();
+        let buffers = layout.place(ring_size * BUFFER_SIZE, BUFFER_SIZE);
+        // Rings 128-byte aligned [DS 8.2.3.8.1]; heads in their own cache line, 16-byte
+        // aligned as the device requires [DS 7.2.3.5.2].
+        let rings = (0..outputs).map(|_| layout.place(ring_size * 16, 128)).collect();
+        let heads = (0..outputs).map(|_| layout.place(64, 64)).collect();
+        Ok(AgentMemory { block: DmaBlock::allocate(layout.size())?, buffers, rings, heads })
+    }
+}
+
+/// Per-output state of an agent.
+struct Output<'a, const N: usize> {
+    ring: VolatileArray<'a, Descriptor, N>,
+    head: VolatilePtr<'a, u32>,
+    tail: VolatilePtr<'a, u32>,
+}
+
+/// A TinyNF agent from one input to a set of outputs, with rings of `N` entries.
+pub struct Agent<'a, O: Outputs, const N: usize> {
+    outputs: O,
+    buffers: VolatileArray<'a, PacketData, N>,
+    shared_ring: VolatileArray<'a, Descriptor, N>,
+    out: O::Array<Output<'a, N>>,
+    lengths: O::Array<PacketLength>,
+    receive_tail: VolatilePtr<'a, u32>,
+    /// The last value written to RDT (not read back: a register read costs a PCIe round trip).
+    receive_tail_value: RingIndex<N>,
+    processed: RingIndex<N>,
+    /// Frames whose written-back length or flags the driver refused (sent nowhere).
+    pub malformed: u64,
+}
+
+impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
+    /// Sets up the rings in `mem`, the TX queues on `outputs_devices[o]` and RX queue 0 on
+    /// `input` [TinyNF `ixgbe_agent_init`; DS 4.6.7, 4.6.8].
+    pub fn new(
+        mem: &'a AgentMemory,
+        input: &Device<'a>,
+        output_devices: &O::Array<Device<'a>>,
+        outputs: O,
+    ) -> Result<Self, DriverError> {
+        if mem.rings.len() != outputs.count() || N < 2 * RECYCLE_PERIOD {
+            return Err(DriverError::Invalid(format!(
+                "agent memory for {} outputs and rings of {N} entries (at least {}) does not fit {} outputs",
+                mem.rings.len(),
+                2 * RECYCLE_PERIOD,
+                outputs.count()
+            )));
+        }
+        let m = mem.block.memory();
+        let buffers = m.array::<PacketData, N>(mem.buffers).ok_or(DriverError::Invalid("buffer layout".into()))?;
+        let mut rank = 0;
+        let out = outputs.try_array(|o| {
+            let (ring_off, head_off) = (mem.rings[rank], mem.heads[rank]);
+            rank += 1;
+            let ring = m.array::<Descriptor, N>(ring_off).ok_or(DriverError::Invalid("ring layout".into()))?;
+            for i in 0..N {
+                let slot = ring.get(i).expect("i < N");
+                slot.at::<0>().write(mem.block.phys(mem.buffers + i * BUFFER_SIZE).to_le());
+                slot.at::<1>().write(0);
+            }
+            let head = m.ptr::<u32>(head_off).ok_or(DriverError::Invalid("head layout".into()))?;
+            head.write(0);
+            let tail = output_devices[o].add_output(mem.block.phys(ring_off), N, Some(mem.block.phys(head_off)))?;
+            Ok::<_, DriverError>(Output { ring, head, tail })
+        })?;
+        let shared_ring = out[outputs.first()].ring;
+        // The device may fill every slot but one: RDT = N - 1 [DS 7.1.9].
+        let receive_tail = input.set_input(mem.block.phys(mem.rings[0]), N, (N - 1) as u32)?;
+        Ok(Agent {
+            outputs,
+            buffers,
+            shared_ring,
+            out,
+            lengths: outputs.array(|_| PacketLength::ZERO),
+            receive_tail,
+            receive_tail_value: RingIndex::wrapping(N - 1),
+            processed: RingIndex::ZERO,
+            malformed: 0,
+        })
+    }
+
+    /// Processes up to [`FLUSH_PERIOD`] received packets: `handler(buffer, length, lengths)`
+    /// sets `lengths[o]` to the number of bytes to send on output `o` (zero: not sent there;
+    /// all are zero on entry). Returns how many packets were processed.
+    #[inline(always)]
+    pub fn run(
+        &mut self,
+        mut handler: impl FnMut(VolatilePtr<'a, PacketData>, PacketLength, &mut O::Array<PacketLength>),
+    ) -> usize {
+        let mut n = 0;
+        while n < FLUSH_PERIOD {
+            let i = self.processed;
+            let status = u64::from_le(self.shared_ring.ring(i).at::<1>().read());
+            if status & RX_DD == 0 {
+                if n == 0 {
+                    // Idle: the receive side may be waiting for slots that the outputs sent
+                    // after the last RS point. Without this, a device whose head write-back
+                    // lags by more than a recycle period would never be given them back.
+                    self.recycle();
+                }
+                break;
+            }
+            // The written-back length is untrusted: one conversion, and a frame that does not
+            // fit its buffer (or spans several) is sent nowhere [DS 7.1.5].
+            match PacketLength::new((status & 0xFFFF) as usize) {
+                Some(len) if status & RX_EOP != 0 => handler(self.buffers.ring(i), len, &mut self.lengths),
+                _ => self.malformed += 1,
+            }
+            let rs = if i.get() % RECYCLE_PERIOD == RECYCLE_PERIOD - 1 { TX_RS } else { 0 };
+            for o in self.outputs.each() {
+                // Length 0 is a null descriptor; writing bit 32 = 0 also clears RX DD, giving
+                // the slot back to the receive side [DS 7.2.3.2.2].
+                let len = self.lengths[o].get() as u64;
+                self.out[o].ring.ring(i).at::<1>().write((len | rs | TX_IFCS | TX_EOP).to_le());
+                self.lengths[o] = PacketLength::ZERO;
+            }
+            self.processed = i.next();
+            if rs != 0 {
+                self.recycle();
+            }
+            n += 1;
+        }
+        if n > 0 {
+            let tail = self.processed.get() as u32;
+            for o in self.outputs.each() {
+                self.out[o].tail.write(tail);
+            }
+        }
+        n
+    }
+
+    /// Gives the receive side every slot that all outputs have sent: RDT = the head of the
+    /// output furthest behind, minus one so that RDT never equals RDH [DS 7.1.9]. The heads are
+    /// written by the device and untrusted: reduced modulo N, they can only delay recycling.
+    /// RDT is written only when it changes.
+    #[inline(always)]
+    fn recycle(&mut self) {
+        let mut earliest = self.processed;
+        let mut behind = 0;
+        for o in self.outputs.each() {
+            let head = RingIndex::<N>::wrapping(u32::from_le(self.out[o].head.read()) as usize);
+            let pending = head.distance_to(self.processed);
+            if pending > behind {
+                behind = pending;
+                earliest = head;
+            }
+        }
+        let tail = earliest.prev();
+        if tail != self.receive_tail_value {
+            self.receive_tail.write(tail.get() as u32);
+            self.receive_tail_value = tail;
+        }
+    }
+
+    /// Buffers and rings, for tests that inspect them.
+    pub fn processed(&self) -> usize {
+        self.processed.get()
+    }
+}
+
+/// The packet handler of the paper and TinyNF: destination MAC 00:00:00:00:00:01, source
+/// 00:00:00:00:00:00, written with volatile stores.
+#[inline(always)]
+pub fn rewrite_macs(packet: VolatilePtr<'_, PacketData>) {
+    packet.write_bytes::<0, 12>([0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+}

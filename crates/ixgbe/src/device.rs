@@ -1,0 +1,290 @@
+//! Opening an 82599 function and bringing it up [DS 4.6.3].
+
+use crate::regs::*;
+use invariants::{DeviceMemory, VolatileArray, VolatilePtr};
+use platform::{MappedRegion, PciFunction, PlatformError};
+use std::fmt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// What can go wrong while opening or initialising a device. `Display` is one line that says
+/// what to do.
+#[derive(Debug)]
+pub enum DriverError {
+    /// The OS boundary (not root, no hugepages, device not found, wrong device, bound driver).
+    Platform(PlatformError),
+    /// The device did not reach a state in time.
+    Timeout { address: String, what: &'static str },
+    /// The EEPROM is absent or reports an error [DS 4.6.3].
+    Eeprom { address: String },
+    /// A resource of the device is exhausted (e.g. every TX queue in use).
+    Exhausted { address: String, what: &'static str },
+    /// A request the driver cannot honour.
+    Invalid(String),
+}
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DriverError::Platform(e) => e.fmt(f),
+            DriverError::Timeout { address, what } => write!(
+                f,
+                "{address}: timed out waiting for {what}: check the cable and that no other program drives this port"
+            ),
+            DriverError::Eeprom { address } => {
+                write!(
+                    f,
+                    "{address}: the EEPROM is missing or invalid: this port cannot be used without firmware repair"
+                )
+            }
+            DriverError::Exhausted { address, what } => write!(f, "{address}: no {what} left: use fewer outputs"),
+            DriverError::Invalid(what) => f.write_str(what),
+        }
+    }
+}
+
+impl std::error::Error for DriverError {}
+
+impl From<PlatformError> for DriverError {
+    fn from(e: PlatformError) -> Self {
+        DriverError::Platform(e)
+    }
+}
+
+/// An opened 82599 function: owns the PCI handle and the BAR0 mapping.
+pub struct Port {
+    pub function: PciFunction,
+    bar: MappedRegion,
+    address: String,
+}
+
+impl Port {
+    /// Opens `address` under the sysfs root `sysfs`: checks it is an 82599ES (8086:10fb) and is
+    /// not bound to a kernel driver (never unbinds it), enables memory space and bus mastering,
+    /// and maps BAR0 with its size checked.
+    pub fn open(sysfs: &Path, address: &str) -> Result<Port, DriverError> {
+        let function = PciFunction::open(sysfs, address)?;
+        function.expect_ids(0x8086, 0x10FB, "an Intel 82599ES (8086:10fb)")?;
+        function.expect_unbound()?;
+        function.enable_memory_and_bus_master()?;
+        let bar = function.map_bar0(BAR0_LEN)?;
+        Ok(Port { address: function.address().to_string(), function, bar })
+    }
+
+    /// The device's registers, for as long as the port is borrowed.
+    pub fn device(&self) -> Device<'_> {
+        let regs = DeviceMemory::from_region(&self.bar)
+            .array::<u32, BAR0_DWORDS>(0)
+            .expect("map_bar0 checked that BAR0 spans BAR0_LEN bytes");
+        Device { regs, address: &self.address }
+    }
+}
+
+/// Register access to one 82599, valid while its [`Port`] is borrowed.
+#[derive(Clone, Copy)]
+pub struct Device<'a> {
+    regs: VolatileArray<'a, u32, BAR0_DWORDS>,
+    address: &'a str,
+}
+
+/// Counters read from the device [DS 8.2.3.23].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeviceStats {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_missed: u64,
+}
+
+impl<'a> Device<'a> {
+    /// The PCI address.
+    pub fn address(&self) -> &'a str {
+        self.address
+    }
+
+    /// A register, for hot-path doorbells (RDT, TDT).
+    pub fn register(&self, r: Reg) -> VolatilePtr<'a, u32> {
+        self.regs.at(r)
+    }
+
+    pub fn read(&self, r: Reg) -> u32 {
+        self.regs.at(r).read()
+    }
+    pub fn write(&self, r: Reg, v: u32) {
+        self.regs.at(r).write(v)
+    }
+    pub fn set(&self, r: Reg, bits: u32) {
+        self.write(r, self.read(r) | bits)
+    }
+    pub fn clear(&self, r: Reg, bits: u32) {
+        self.write(r, self.read(r) & !bits)
+    }
+
+    /// Waits until `r & mask == want`, polling, for at most `timeout`.
+    pub fn wait(&self, r: Reg, mask: u32, want: u32, what: &'static str, timeout: Duration) -> Result<(), DriverError> {
+        let deadline = Instant::now() + timeout;
+        while self.read(r) & mask != want {
+            if Instant::now() > deadline {
+                return Err(DriverError::Timeout { address: self.address.to_string(), what });
+            }
+            std::thread::sleep(Duration::from_micros(10));
+        }
+        Ok(())
+    }
+
+    /// The datasheet initialisation [DS 4.6.3], as TinyNF does it: disable queues, master
+    /// disable, reset, wait for EEPROM and DMA init, clear filters, DCB and VT off, TX global
+    /// settings; then promiscuous mode [DS 8.2.3.7.1].
+    pub fn init(&self) -> Result<(), DriverError> {
+        let second = Duration::from_secs(1);
+        // Stop receive queues before master disable [DS 4.6.7.1.2].
+        for q in QueueIndex::all() {
+            self.clear(rxdctl(q), RXDCTL_ENABLE);
+            self.wait(rxdctl(q), RXDCTL_ENABLE, 0, "RXDCTL.ENABLE to clear", second)?;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+        // Master disable, then wait for outstanding requests [DS 5.2.5.3.2].
+        self.set(CTRL, CTRL_MASTER_DISABLE);
+        self.wait(STATUS, STATUS_MASTER_ENABLE, 0, "STATUS.PCIe master enable to clear", second)?;
+        // Software reset [DS 4.2.1.6.1]; wait at least 1 ms, then 10 ms more [DS 4.6.3.2].
+        self.set(CTRL, CTRL_RST);
+        self.wait(CTRL, CTRL_RST, 0, "CTRL.RST to clear", second)?;
+        std::thread::sleep(Duration::from_millis(10));
+        // Interrupts off [DS 4.6.3.1].
+        self.write(EIMC, 0x7FFF_FFFF);
+        self.write(eimc_ex(0), 0xFFFF_FFFF);
+        self.write(eimc_ex(1), 0xFFFF_FFFF);
+        // Flow-control high water mark so it can be enabled [DS 4.6.11.3.4].
+        self.write(FCRTH0, ((512 * 1024 - 0x6000) / 32) << 5);
+        // EEPROM auto-read done and valid [DS 4.6.3].
+        self.wait(EEC, EEC_AUTO_RD, EEC_AUTO_RD, "EEC.AUTO_RD (EEPROM read done)", second)?;
+        if self.read(EEC) & EEC_PRES == 0 || self.read(FWSM) & FWSM_EXT_ERR_IND != 0 {
+            return Err(DriverError::Eeprom { address: self.address.to_string() });
+        }
+        // DMA init done [DS 4.6.3].
+        self.wait(RDRXCTL, RDRXCTL_DMAIDONE, RDRXCTL_DMAIDONE, "RDRXCTL.DMAIDONE", second)?;
+        // Receive filters and tables to a known state [DS 4.6.10].
+        for n in 0..128 {
+            self.write(pfuta(n), 0);
+            self.write(pfvlvfb(n), 0);
+            self.write(mta(n), 0);
+            self.clear(ftqf(n), 1 << 31);
+        }
+        for n in 0..64 {
+            self.write(pfvlvf(n), 0);
+        }
+        for n in 0..256 {
+            self.write(mpsar(n), u32::from(n == 0));
+        }
+        // CRC strip in both places, RSC off, FCoE write fix [DS 4.6.7, 8.2.3.8.8].
+        self.write(
+            RDRXCTL,
+            (self.read(RDRXCTL) | RDRXCTL_CRCSTRIP | RDRXCTL_RSCACKC | RDRXCTL_FCOE_WRFIX) & !RDRXCTL_RSCFRSTSIZE,
+        );
+        self.set(HLREG0, HLREG0_RXCRCSTRP | HLREG0_TXCRCEN | HLREG0_TXPADEN);
+        // DCB and VT off: one packet buffer [DS 4.6.11.3.4].
+        for n in 1..8 {
+            self.write(rxpbsize(n), 0);
+            self.write(txpbsize(n), 0);
+        }
+        self.set(MFLCN, MFLCN_RFCE);
+        self.write(FCCFG, (self.read(FCCFG) & !(0x3 << 3)) | (1 << 3));
+        for q in 0..128 {
+            self.write(RTTDQSEL, q);
+            self.write(RTTDT1C, 0);
+        }
+        // TX global settings [DS 4.6.11.3.4, 8.2.3.9.16].
+        self.write(TXPBTHRESH0, (self.read(TXPBTHRESH0) & !0x3FF) | (0xA0 - 2));
+        self.write(DTXMXSZRQ, 0xFFF);
+        self.clear(RTTDCS, RTTDCS_ARBDIS);
+        self.set(CTRL_EXT, CTRL_EXT_NS_DIS);
+        // Promiscuous: change filters only with receive off [DS 8.2.3.7.1].
+        let rxen = self.read(RXCTRL) & RXCTRL_RXEN;
+        self.clear(RXCTRL, RXCTRL_RXEN);
+        self.set(FCTRL, FCTRL_UPE | FCTRL_MPE | FCTRL_BAM);
+        self.set(RXCTRL, rxen);
+        Ok(())
+    }
+
+    /// Waits for link up [DS 8.2.3.22.20].
+    pub fn wait_for_link(&self, timeout: Duration) -> Result<(), DriverError> {
+        self.wait(LINKS, LINKS_UP, LINKS_UP, "link up", timeout)
+    }
+
+    /// The MAC address in RAL0/RAH0 [DS 8.2.3.7.9].
+    pub fn mac(&self) -> [u8; 6] {
+        let l = self.read(RAL0).to_le_bytes();
+        let h = self.read(RAH0).to_le_bytes();
+        [l[0], l[1], l[2], l[3], h[0], h[1]]
+    }
+
+    /// Enables the receive path once a queue is ready [DS 4.6.7, 8.2.3.12.1].
+    pub fn start_receive(&self) -> Result<(), DriverError> {
+        if self.read(RXCTRL) & RXCTRL_RXEN != 0 {
+            return Ok(());
+        }
+        self.set(SECRXCTRL, SECRXCTRL_RX_DIS);
+        self.wait(SECRXSTAT, SECRXSTAT_RDY, SECRXSTAT_RDY, "SECRXSTAT.SECRX_RDY", Duration::from_secs(1))?;
+        self.set(RXCTRL, RXCTRL_RXEN);
+        self.clear(SECRXCTRL, SECRXCTRL_RX_DIS);
+        Ok(())
+    }
+
+    /// Programs RX queue 0 on a ring of `len` legacy descriptors at `ring_phys`, buffers of
+    /// `BUFFER_SIZE`, dropping when no descriptor is free; enables it and hands the device
+    /// `tail` [DS 4.6.7.1].
+    pub fn set_input(&self, ring_phys: u64, len: usize, tail: u32) -> Result<VolatilePtr<'a, u32>, DriverError> {
+        let q = QueueIndex::new(0);
+        if self.read(rxdctl(q)) & RXDCTL_ENABLE != 0 {
+            return Err(DriverError::Exhausted { address: self.address.to_string(), what: "free RX queue 0" });
+        }
+        self.write(rdbah(q), (ring_phys >> 32) as u32);
+        self.write(rdbal(q), ring_phys as u32);
+        self.write(rdlen(q), (len * 16) as u32);
+        let bsize = (crate::BUFFER_SIZE / 1024) as u32;
+        self.write(srrctl(q), (self.read(srrctl(q)) & !SRRCTL_BSIZEPACKET_MASK) | bsize | SRRCTL_DROP_EN);
+        self.set(rxdctl(q), RXDCTL_ENABLE);
+        self.wait(rxdctl(q), RXDCTL_ENABLE, RXDCTL_ENABLE, "RXDCTL.ENABLE", Duration::from_secs(1))?;
+        self.write(rdt(q), tail);
+        self.start_receive()?;
+        // No relaxed ordering of descriptor write-back [DS 8.2.3.11.1].
+        self.clear(dca_rxctrl(q), DCA_RXCTRL_RELAXED_WRITE);
+        Ok(self.register(rdt(q)))
+    }
+
+    /// Programs the first disabled TX queue on a ring of `len` legacy descriptors, with head
+    /// write-back to `head_phys` if given, and enables it [DS 4.6.8, 7.2.3.5.2]. Returns the
+    /// queue's tail register.
+    pub fn add_output(
+        &self,
+        ring_phys: u64,
+        len: usize,
+        head_phys: Option<u64>,
+    ) -> Result<VolatilePtr<'a, u32>, DriverError> {
+        let q = QueueIndex::all()
+            .find(|&q| self.read(txdctl(q)) & TXDCTL_ENABLE == 0)
+            .ok_or(DriverError::Exhausted { address: self.address.to_string(), what: "free TX queue" })?;
+        self.write(tdbah(q), (ring_phys >> 32) as u32);
+        self.write(tdbal(q), ring_phys as u32);
+        self.write(tdlen(q), (len * 16) as u32);
+        // PTHRESH 60, HTHRESH 4 as TinyNF [DS 8.2.3.9.10].
+        self.write(txdctl(q), (self.read(txdctl(q)) & !0x7F7F) | 60 | (4 << 8));
+        if let Some(head) = head_phys {
+            self.write(tdwbah(q), (head >> 32) as u32);
+            self.write(tdwbal(q), head as u32 | TDWBAL_HEAD_WB_EN);
+        }
+        self.clear(dca_txctrl(q), DCA_TXCTRL_RELAXED_WRITE);
+        self.set(DMATXCTL, DMATXCTL_TE);
+        self.set(txdctl(q), TXDCTL_ENABLE);
+        self.wait(txdctl(q), TXDCTL_ENABLE, TXDCTL_ENABLE, "TXDCTL.ENABLE", Duration::from_secs(1))?;
+        Ok(self.register(tdt(q)))
+    }
+
+    /// Totals since reset (or since the last read on hardware, where they clear on read).
+    pub fn stats(&self) -> DeviceStats {
+        DeviceStats {
+            rx_packets: u64::from(self.read(GPRC)),
+            tx_packets: u64::from(self.read(GPTC)),
+            rx_missed: u64::from(self.read(MPC0)),
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! DMA memory for rings, head write-back slots and packet buffers.
+
+use crate::device::DriverError;
+use invariants::DeviceMemory;
+use platform::hugepage::HUGEPAGE;
+use platform::{DmaBacking, DmaMemory};
+
+/// A block of hugepage memory (a file on hugetlbfs) that the driver gives the device.
+pub struct DmaBlock {
+    mem: DmaMemory,
+}
+
+impl DmaBlock {
+    /// At least `len` bytes, zeroed, in 2 MiB hugepages.
+    pub fn allocate(len: usize) -> Result<DmaBlock, DriverError> {
+        Ok(DmaBlock { mem: DmaMemory::allocate(len, DmaBacking::HugetlbfsFile(None))? })
+    }
+
+    /// Volatile access to the block, for as long as it is borrowed.
+    pub fn memory(&self) -> DeviceMemory<'_> {
+        DeviceMemory::from_region(self.mem.region())
+    }
+
+    /// The physical address of byte `offset`.
+    pub fn phys(&self, offset: usize) -> u64 {
+        self.mem.phys(offset)
+    }
+}
+
+/// Places objects in a block so that none crosses a hugepage boundary (only memory within a
+/// page is physically contiguous).
+#[derive(Debug, Default)]
+pub struct Layout {
+    end: usize,
+}
+
+impl Layout {
+    /// The offset of a new object of `size` bytes aligned to `align` (a power of two).
+    pub fn place(&mut self, size: usize, align: usize) -> usize {
+        assert!(size <= HUGEPAGE, "objects larger than a hugepage are not contiguous");
+        let mut at = self.end.next_multiple_of(align);
+        if at / HUGEPAGE != (at + size - 1) / HUGEPAGE {
+            at = at.next_multiple_of(HUGEPAGE);
+        }
+        self.end = at + size;
+        at
+    }
+
+    /// Bytes needed so far.
+    pub fn size(&self) -> usize {
+        self.end
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_never_cross_a_hugepage() {
+        let mut l = Layout::default();
+        assert_eq!(l.place(100, 128), 0);
+        assert_eq!(l.place(16, 64), 128);
+        let big = l.place(HUGEPAGE - 100, 4096);
+        assert_eq!(big, HUGEPAGE, "moved to the next page rather than straddle one");
+        assert_eq!(l.place(8, 8), 2 * HUGEPAGE - 100 + 4);
+        assert_eq!(l.size(), 2 * HUGEPAGE - 100 + 12);
+    }
+}

@@ -1,0 +1,327 @@
+//! The flexible model: DPDK-like queues over a shared buffer pool [paper §VI; TinyNF queues].
+//!
+//! [`Receive`] and [`Transmit`] are the device-independent API: their signatures hold only
+//! buffers, pools and batches, so an application written against them runs on any device that
+//! implements them. [`RxQueue`] and [`TxQueue`] implement them for the 82599.
+//!
+//! Buffers are values that cannot be copied: each is, at any time, in exactly one place (the
+//! pool, a ring, or a batch held by the caller), so none is leaked or handed out twice
+//! ("buffers are conserved"). "Pool inversion": a receive queue and the transmit queue its
+//! packets go to share one pool, so recycled TX buffers refill that RX ring.
+
+use crate::device::{Device, DriverError};
+use crate::memory::{DmaBlock, Layout};
+use crate::regs::{RX_DD, RX_EOP, TX_EOP, TX_IFCS, TX_RS};
+use crate::{PacketData, PacketLength, BUFFER_SIZE};
+use invariants::{RingArray, RingIndex, VolatileArray, VolatilePtr};
+
+/// One packet buffer in DMA memory: its bytes, physical address and current length.
+pub struct Buffer<'a> {
+    data: VolatilePtr<'a, PacketData>,
+    phys: u64,
+    /// Length of the packet in the buffer.
+    pub length: PacketLength,
+}
+
+impl<'a> Buffer<'a> {
+    /// The buffer's bytes (volatile access).
+    #[inline(always)]
+    pub fn data(&self) -> VolatilePtr<'a, PacketData> {
+        self.data
+    }
+}
+
+/// A pool of free buffers (LIFO, so recently used buffers are still in cache).
+pub struct BufferPool<'a> {
+    free: Vec<Buffer<'a>>,
+    total: usize,
+}
+
+impl<'a> BufferPool<'a> {
+    /// A pool of every buffer of `block` from `offset` on, `count` of them.
+    pub fn new(block: &'a DmaBlock, offset: usize, count: usize) -> Result<Self, DriverError> {
+        let m = block.memory();
+        let free = (0..count)
+            .map(|i| {
+                let at = offset + i * BUFFER_SIZE;
+                let data = m.ptr::<PacketData>(at).ok_or(DriverError::Invalid("pool outside its block".into()))?;
+                Ok(Buffer { data, phys: block.phys(at), length: PacketLength::ZERO })
+            })
+            .collect::<Result<Vec<_>, DriverError>>()?;
+        Ok(BufferPool { free, total: count })
+    }
+
+    /// A free buffer, if any.
+    #[inline(always)]
+    pub fn take(&mut self) -> Option<Buffer<'a>> {
+        self.free.pop()
+    }
+
+    /// Returns a buffer. The pool has room for all of its buffers, so this never allocates.
+    #[inline(always)]
+    pub fn give(&mut self, buffer: Buffer<'a>) {
+        if self.free.len() < self.free.capacity() {
+            self.free.push(buffer);
+        }
+    }
+
+    /// Free buffers.
+    pub fn available(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Buffers the pool was made with.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+}
+
+/// Packets handed between queues and the application: at most `B` buffers.
+pub struct Batch<'a, const B: usize> {
+    items: Vec<Buffer<'a>>,
+}
+
+impl<'a, const B: usize> Default for Batch<'a, B> {
+    fn default() -> Self {
+        Batch { items: Vec::with_capacity(B) }
+    }
+}
+
+impl<'a, const B: usize> Batch<'a, B> {
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+    pub fn is_full(&self) -> bool {
+        self.items.len() >= B
+    }
+    /// Adds a buffer; gives it back if the batch is full.
+    #[inline(always)]
+    pub fn push(&mut self, b: Buffer<'a>) -> Result<(), Buffer<'a>> {
+        if self.is_full() {
+            return Err(b);
+        }
+        self.items.push(b);
+        Ok(())
+    }
+    /// Removes every buffer, oldest first.
+    pub fn drain(&mut self) -> std::vec::Drain<'_, Buffer<'a>> {
+        self.items.drain(..)
+    }
+    /// The buffers, oldest first.
+    pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, Buffer<'a>> {
+        self.items.iter_mut()
+    }
+    /// Returns every buffer left to `pool`.
+    pub fn release(&mut self, pool: &mut BufferPool<'a>) {
+        for b in self.items.drain(..) {
+            pool.give(b);
+        }
+    }
+}
+
+/// Receiving packets in batches (any device).
+pub trait Receive<'a> {
+    /// Appends up to the batch's free room of received packets, refilling the ring from
+    /// `pool`. Returns how many were added.
+    fn rx_batch<const B: usize>(&mut self, pool: &mut BufferPool<'a>, batch: &mut Batch<'a, B>) -> usize;
+}
+
+/// Transmitting packets in batches (any device).
+pub trait Transmit<'a> {
+    /// Queues packets from the front of `batch` until the ring is full; those queued leave the
+    /// batch, the rest stay (DPDK's burst contract). Buffers the device has finished with go
+    /// back to `pool`. Returns how many were queued.
+    fn tx_batch<const B: usize>(&mut self, pool: &mut BufferPool<'a>, batch: &mut Batch<'a, B>) -> usize;
+}
+
+/// Memory for the rings of one RX and one TX queue of `N` entries, a head slot and a pool of
+/// `pool` buffers.
+pub struct QueueMemory {
+    block: DmaBlock,
+    rx_ring: usize,
+    tx_ring: usize,
+    head: usize,
+    buffers: usize,
+    pool: usize,
+}
+
+impl QueueMemory {
+    pub fn allocate(ring_size: usize, pool: usize) -> Result<Self, DriverError> {
+        let mut l = Layout::default();
+        let rx_ring = l.place(ring_size * 16, 128);
+        let tx_ring = l.place(ring_size * 16, 128);
+        let head = l.place(64, 64);
+        let buffers = l.place(BUFFER_SIZE, BUFFER_SIZE);
+        let end = buffers + pool * BUFFER_SIZE;
+        Ok(QueueMemory { block: DmaBlock::allocate(end)?, rx_ring, tx_ring, head, buffers, pool })
+    }
+
+    /// The pool of buffers in this memory.
+    pub fn pool(&self) -> Result<BufferPool<'_>, DriverError> {
+        BufferPool::new(&self.block, self.buffers, self.pool)
+    }
+}
+
+/// RX queue 0 of an 82599 with `N` legacy descriptors.
+pub struct RxQueue<'a, const N: usize> {
+    ring: VolatileArray<'a, [u64; 2], N>,
+    held: RingArray<Option<Buffer<'a>>, N>,
+    tail: VolatilePtr<'a, u32>,
+    next: RingIndex<N>,
+    /// Frames refused (length beyond the buffer, or spanning buffers) and recycled.
+    pub malformed: u64,
+}
+
+impl<'a, const N: usize> RxQueue<'a, N> {
+    /// Fills the ring from `pool` and enables RX queue 0 of `device` [DS 4.6.7].
+    pub fn new(device: &Device<'a>, mem: &'a QueueMemory, pool: &mut BufferPool<'a>) -> Result<Self, DriverError> {
+        let ring =
+            mem.block.memory().array::<[u64; 2], N>(mem.rx_ring).ok_or(DriverError::Invalid("ring layout".into()))?;
+        let mut missing = false;
+        let held = RingArray::from_fn(|i| {
+            let b = pool.take();
+            missing |= b.is_none();
+            if let Some(b) = &b {
+                ring.ring(i).at::<0>().write(b.phys.to_le());
+                ring.ring(i).at::<1>().write(0);
+            }
+            b
+        });
+        if missing {
+            return Err(DriverError::Invalid(format!("a pool of at least {N} buffers is needed to fill the RX ring")));
+        }
+        let tail = device.set_input(mem.block.phys(mem.rx_ring), N, (N - 1) as u32)?;
+        Ok(RxQueue { ring, held, tail, next: RingIndex::ZERO, malformed: 0 })
+    }
+
+    /// Buffers in the ring.
+    pub fn held(&self) -> usize {
+        (0..N).filter(|&i| self.held[RingIndex::wrapping(i)].is_some()).count()
+    }
+}
+
+impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
+    #[inline(always)]
+    fn rx_batch<const B: usize>(&mut self, pool: &mut BufferPool<'a>, batch: &mut Batch<'a, B>) -> usize {
+        let mut got = 0;
+        let start = self.next;
+        while !batch.is_full() {
+            let i = self.next;
+            let desc = self.ring.ring(i);
+            let status = u64::from_le(desc.at::<1>().read());
+            if status & RX_DD == 0 {
+                break;
+            }
+            let Some(fresh) = pool.take() else { break };
+            desc.at::<0>().write(fresh.phys.to_le());
+            desc.at::<1>().write(0);
+            self.next = i.next();
+            let Some(mut old) = self.held[i].replace(fresh) else { continue };
+            // The written-back length is untrusted [DS 7.1.5]: converted once; a frame that
+            // does not fit, or spans buffers, is dropped and its buffer recycled.
+            match PacketLength::new((status & 0xFFFF) as usize) {
+                Some(len) if status & RX_EOP != 0 => {
+                    old.length = len;
+                    if let Err(b) = batch.push(old) {
+                        pool.give(b);
+                    }
+                    got += 1;
+                }
+                _ => {
+                    self.malformed += 1;
+                    pool.give(old);
+                }
+            }
+        }
+        if self.next != start {
+            // RDT = last descriptor handed back, so RDT never equals RDH [DS 7.1.9].
+            self.tail.write(self.next.prev().get() as u32);
+        }
+        got
+    }
+}
+
+/// A TX queue of an 82599 with `N` legacy descriptors and head write-back.
+pub struct TxQueue<'a, const N: usize> {
+    ring: VolatileArray<'a, [u64; 2], N>,
+    held: RingArray<Option<Buffer<'a>>, N>,
+    head: VolatilePtr<'a, u32>,
+    tail: VolatilePtr<'a, u32>,
+    next: RingIndex<N>,
+    recycled: RingIndex<N>,
+}
+
+/// RS is requested once per this many descriptors; buffers are recycled from the head then.
+pub const TX_RECYCLE_PERIOD: usize = 32;
+
+impl<'a, const N: usize> TxQueue<'a, N> {
+    /// Enables the first free TX queue of `device` on this memory's TX ring [DS 4.6.8].
+    pub fn new(device: &Device<'a>, mem: &'a QueueMemory) -> Result<Self, DriverError> {
+        let m = mem.block.memory();
+        let ring = m.array::<[u64; 2], N>(mem.tx_ring).ok_or(DriverError::Invalid("ring layout".into()))?;
+        let head = m.ptr::<u32>(mem.head).ok_or(DriverError::Invalid("head layout".into()))?;
+        head.write(0);
+        let tail = device.add_output(mem.block.phys(mem.tx_ring), N, Some(mem.block.phys(mem.head)))?;
+        Ok(TxQueue {
+            ring,
+            held: RingArray::from_fn(|_| None),
+            head,
+            tail,
+            next: RingIndex::ZERO,
+            recycled: RingIndex::ZERO,
+        })
+    }
+
+    /// Buffers in the ring.
+    pub fn held(&self) -> usize {
+        (0..N).filter(|&i| self.held[RingIndex::wrapping(i)].is_some()).count()
+    }
+
+    /// Gives back to `pool` every buffer the device has sent (per the written-back head).
+    #[inline(always)]
+    fn recycle(&mut self, pool: &mut BufferPool<'a>) {
+        // Untrusted: reduced modulo N, and never past what was queued.
+        let head = RingIndex::<N>::wrapping(u32::from_le(self.head.read()) as usize);
+        if self.recycled.distance_to(head) > self.recycled.distance_to(self.next) {
+            return;
+        }
+        while self.recycled != head {
+            if let Some(b) = self.held[self.recycled].take() {
+                pool.give(b);
+            }
+            self.recycled = self.recycled.next();
+        }
+    }
+}
+
+impl<'a, const N: usize> Transmit<'a> for TxQueue<'a, N> {
+    #[inline(always)]
+    fn tx_batch<const B: usize>(&mut self, pool: &mut BufferPool<'a>, batch: &mut Batch<'a, B>) -> usize {
+        if self.recycled.distance_to(self.next) >= 2 * TX_RECYCLE_PERIOD {
+            self.recycle(pool);
+        }
+        // Free slots: all but one, minus those queued and not yet recycled.
+        let room = N - 1 - self.recycled.distance_to(self.next);
+        let count = room.min(batch.len());
+        let mut sent = 0;
+        for b in batch.items.drain(..count) {
+            let i = self.next;
+            let rs = if i.get() % TX_RECYCLE_PERIOD == TX_RECYCLE_PERIOD - 1 { TX_RS } else { 0 };
+            let desc = self.ring.ring(i);
+            desc.at::<0>().write(b.phys.to_le());
+            desc.at::<1>().write((b.length.get() as u64 | TX_EOP | TX_IFCS | rs).to_le());
+            if let Some(old) = self.held[i].replace(b) {
+                pool.give(old); // not reached: a slot is recycled before it is reused
+            }
+            self.next = i.next();
+            sent += 1;
+        }
+        if sent > 0 {
+            self.tail.write(self.next.get() as u32);
+        }
+        sent
+    }
+}

@@ -1,0 +1,181 @@
+//! 82599 BAR0 registers used by the driver, as indices into the register file whose range is
+//! checked at compile time. Section numbers are those of the Intel 82599 10 GbE Controller
+//! Datasheet rev. 3.3 ("DS").
+
+use invariants::ConstIndex;
+
+/// BAR0 size [DS 8.1].
+pub const BAR0_LEN: usize = 0x20000;
+/// Number of 32-bit registers in BAR0.
+pub const BAR0_DWORDS: usize = BAR0_LEN / 4;
+/// A register: a dword index below [`BAR0_DWORDS`].
+pub type Reg = ConstIndex<BAR0_DWORDS>;
+
+/// The register at byte `offset`; out-of-range or misaligned offsets fail to compile when
+/// used in a `const` item.
+pub const fn reg(offset: usize) -> Reg {
+    assert!(offset % 4 == 0, "registers are dword-aligned");
+    ConstIndex::new(offset / 4)
+}
+
+/// Queues the driver may use per direction (queues 64..127 need VT/DCB modes we leave off).
+pub const MAX_QUEUES: usize = 64;
+/// A queue number below [`MAX_QUEUES`].
+pub type QueueIndex = ConstIndex<MAX_QUEUES>;
+
+/// The register `base + stride * q` for a queue: in range for every `q < 64` (checked when
+/// the table below is compiled: the largest offset is asserted there).
+const fn queue_reg(base: usize, stride: usize, q: QueueIndex) -> Reg {
+    reg(base + stride * q.get())
+}
+
+// Largest queue-register offset used, checked at compile time.
+const _: Reg = reg(0x06028 + 0x40 * (MAX_QUEUES - 1));
+
+pub const CTRL: Reg = reg(0x00000); // [DS 8.2.3.1.1]
+pub const CTRL_MASTER_DISABLE: u32 = 1 << 2;
+pub const CTRL_RST: u32 = 1 << 26;
+pub const STATUS: Reg = reg(0x00008); // [DS 8.2.3.1.2]
+pub const STATUS_MASTER_ENABLE: u32 = 1 << 19;
+pub const CTRL_EXT: Reg = reg(0x00018); // [DS 8.2.3.1.3]
+pub const CTRL_EXT_NS_DIS: u32 = 1 << 16;
+pub const EIMC: Reg = reg(0x00888); // [DS 8.2.3.5.4]
+pub const EEC: Reg = reg(0x10010); // [DS 8.2.3.2.1]
+pub const EEC_PRES: u32 = 1 << 8;
+pub const EEC_AUTO_RD: u32 = 1 << 9;
+pub const FWSM: Reg = reg(0x10148);
+pub const FWSM_EXT_ERR_IND: u32 = 0x3F << 19;
+pub const RDRXCTL: Reg = reg(0x02F00); // [DS 8.2.3.8.8]
+pub const RDRXCTL_CRCSTRIP: u32 = 1 << 1;
+pub const RDRXCTL_DMAIDONE: u32 = 1 << 3;
+pub const RDRXCTL_RSCFRSTSIZE: u32 = 0x1F << 17;
+pub const RDRXCTL_RSCACKC: u32 = 1 << 25;
+pub const RDRXCTL_FCOE_WRFIX: u32 = 1 << 26;
+pub const RXCTRL: Reg = reg(0x03000); // [DS 8.2.3.8.10]
+pub const RXCTRL_RXEN: u32 = 1;
+pub const FCTRL: Reg = reg(0x05080); // [DS 8.2.3.7.1]
+pub const FCTRL_MPE: u32 = 1 << 8;
+pub const FCTRL_UPE: u32 = 1 << 9;
+pub const FCTRL_BAM: u32 = 1 << 10;
+pub const HLREG0: Reg = reg(0x04240); // [DS 8.2.3.22.8]
+pub const HLREG0_TXCRCEN: u32 = 1 << 0;
+pub const HLREG0_RXCRCSTRP: u32 = 1 << 1;
+pub const HLREG0_TXPADEN: u32 = 1 << 10;
+pub const LINKS: Reg = reg(0x042A4); // [DS 8.2.3.22.20]
+pub const LINKS_UP: u32 = 1 << 30;
+pub const SECRXCTRL: Reg = reg(0x08D00); // [DS 8.2.3.12.1]
+pub const SECRXCTRL_RX_DIS: u32 = 1 << 1;
+pub const SECRXSTAT: Reg = reg(0x08D04);
+pub const SECRXSTAT_RDY: u32 = 1;
+pub const DMATXCTL: Reg = reg(0x04A80); // [DS 8.2.3.9.2]
+pub const DMATXCTL_TE: u32 = 1;
+pub const DTXMXSZRQ: Reg = reg(0x08100);
+pub const RTTDCS: Reg = reg(0x04900); // [DS 8.2.3.10.2]
+pub const RTTDCS_ARBDIS: u32 = 1 << 6;
+pub const RTTDQSEL: Reg = reg(0x04904);
+pub const RTTDT1C: Reg = reg(0x04908);
+pub const MFLCN: Reg = reg(0x04294);
+pub const MFLCN_RFCE: u32 = 1 << 3;
+pub const FCCFG: Reg = reg(0x03D00);
+pub const TXPBTHRESH0: Reg = reg(0x04950);
+pub const FCRTH0: Reg = reg(0x03260);
+pub const RAL0: Reg = reg(0x0A200); // [DS 8.2.3.7.9]
+pub const RAH0: Reg = reg(0x0A204);
+pub const GPRC: Reg = reg(0x04074); // [DS 8.2.3.23]
+pub const GPTC: Reg = reg(0x04080);
+pub const MPC0: Reg = reg(0x03FA0);
+
+/// Registers of tables cleared at init [DS 4.6.3, 4.6.10].
+pub const fn rxpbsize(n: usize) -> Reg {
+    reg(0x03C00 + 4 * n)
+}
+pub const fn txpbsize(n: usize) -> Reg {
+    reg(0x0CC00 + 4 * n)
+}
+pub const fn pfuta(n: usize) -> Reg {
+    reg(0x0F400 + 4 * n)
+}
+pub const fn pfvlvfb(n: usize) -> Reg {
+    reg(0x0F200 + 4 * n)
+}
+pub const fn mta(n: usize) -> Reg {
+    reg(0x05200 + 4 * n)
+}
+pub const fn ftqf(n: usize) -> Reg {
+    reg(0x0E600 + 4 * n)
+}
+pub const fn pfvlvf(n: usize) -> Reg {
+    reg(0x0F100 + 4 * n)
+}
+pub const fn mpsar(n: usize) -> Reg {
+    reg(0x0A600 + 4 * n)
+}
+pub const fn eimc_ex(n: usize) -> Reg {
+    reg(0x00AB0 + 4 * n)
+}
+
+// Queue registers [DS 8.2.3.8, 8.2.3.9].
+pub const fn rdbal(q: QueueIndex) -> Reg {
+    queue_reg(0x01000, 0x40, q)
+}
+pub const fn rdbah(q: QueueIndex) -> Reg {
+    queue_reg(0x01004, 0x40, q)
+}
+pub const fn rdlen(q: QueueIndex) -> Reg {
+    queue_reg(0x01008, 0x40, q)
+}
+pub const fn rdt(q: QueueIndex) -> Reg {
+    queue_reg(0x01018, 0x40, q)
+}
+pub const fn srrctl(q: QueueIndex) -> Reg {
+    queue_reg(0x01014, 0x40, q)
+}
+pub const SRRCTL_BSIZEPACKET_MASK: u32 = 0x1F;
+pub const SRRCTL_DROP_EN: u32 = 1 << 28;
+pub const fn rxdctl(q: QueueIndex) -> Reg {
+    queue_reg(0x01028, 0x40, q)
+}
+pub const RXDCTL_ENABLE: u32 = 1 << 25;
+pub const fn dca_rxctrl(q: QueueIndex) -> Reg {
+    queue_reg(0x0100C, 0x40, q)
+}
+pub const DCA_RXCTRL_RELAXED_WRITE: u32 = 1 << 12;
+pub const fn tdbal(q: QueueIndex) -> Reg {
+    queue_reg(0x06000, 0x40, q)
+}
+pub const fn tdbah(q: QueueIndex) -> Reg {
+    queue_reg(0x06004, 0x40, q)
+}
+pub const fn tdlen(q: QueueIndex) -> Reg {
+    queue_reg(0x06008, 0x40, q)
+}
+pub const fn tdt(q: QueueIndex) -> Reg {
+    queue_reg(0x06018, 0x40, q)
+}
+pub const fn txdctl(q: QueueIndex) -> Reg {
+    queue_reg(0x06028, 0x40, q)
+}
+pub const TXDCTL_ENABLE: u32 = 1 << 25;
+pub const fn tdwbal(q: QueueIndex) -> Reg {
+    queue_reg(0x06038, 0x40, q)
+}
+pub const fn tdwbah(q: QueueIndex) -> Reg {
+    queue_reg(0x0603C, 0x40, q)
+}
+pub const TDWBAL_HEAD_WB_EN: u32 = 1;
+pub const fn dca_txctrl(q: QueueIndex) -> Reg {
+    queue_reg(0x0600C, 0x40, q)
+}
+pub const DCA_TXCTRL_RELAXED_WRITE: u32 = 1 << 11;
+
+// Legacy descriptors [DS 7.1.5, 7.2.3.2.2]: qword 1 fields.
+/// RX write-back: Descriptor Done (status bit 0 at bit 32).
+pub const RX_DD: u64 = 1 << 32;
+/// RX write-back: End Of Packet (status bit 1 at bit 33).
+pub const RX_EOP: u64 = 1 << 33;
+/// TX command: End Of Packet (CMD bit 0 at bit 24).
+pub const TX_EOP: u64 = 1 << 24;
+/// TX command: Insert FCS (CMD bit 1).
+pub const TX_IFCS: u64 = 1 << 25;
+/// TX command: Report Status (CMD bit 3).
+pub const TX_RS: u64 = 1 << 27;

@@ -1,0 +1,296 @@
+//! `safenic fwd`: forward both directions between two ports.
+
+use crate::{MacRewrite, Mode};
+use invariants::{with_len, BrandedLen};
+use ixgbe::agent::{rewrite_macs, Agent, AgentMemory, ConstOutputs, Outputs};
+use ixgbe::queues::{Batch, QueueMemory, Receive, RxQueue, Transmit, TxQueue};
+use ixgbe::{Device, DriverError, Port};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Descriptors per ring (a power of two; TinyNF uses 256).
+pub const RING: usize = 512;
+/// Flexible model: packets per batch.
+pub const BATCH: usize = 32;
+/// Flexible model: buffers per direction's pool.
+pub const POOL: usize = 4096;
+/// Loop iterations between looks at the clock and the signal flag.
+const CHECK_EVERY: usize = 1024;
+
+pub struct Options {
+    pub mode: Mode,
+    pub input: String,
+    pub output: String,
+    pub sysfs: PathBuf,
+    pub mac_rewrite: MacRewrite,
+    pub outputs: usize,
+    pub seconds: Option<f64>,
+    pub progress: bool,
+    pub cpu: Option<usize>,
+}
+
+/// Stop conditions and the per-second throughput line.
+pub struct Meter {
+    start: Instant,
+    last: Instant,
+    last_total: u64,
+    until: Option<Instant>,
+    progress: bool,
+}
+
+impl Meter {
+    fn new(seconds: Option<f64>, progress: bool) -> Meter {
+        let now = Instant::now();
+        Meter {
+            start: now,
+            last: now,
+            last_total: 0,
+            until: seconds.map(|s| now + Duration::from_secs_f64(s)),
+            progress,
+        }
+    }
+
+    /// Whether to go on, given the packets forwarded so far in each direction.
+    #[inline(never)]
+    fn tick(&mut self, counts: [u64; 2]) -> bool {
+        if platform::signals::terminate_requested() {
+            return false;
+        }
+        let now = Instant::now();
+        if self.progress && now.duration_since(self.last) >= Duration::from_secs(1) {
+            let total = counts[0] + counts[1];
+            let mpps = (total - self.last_total) as f64 / now.duration_since(self.last).as_secs_f64() / 1e6;
+            println!(
+                "{:6.1} s  {mpps:7.3} Mpps  ({} in->out, {} out->in)",
+                now.duration_since(self.start).as_secs_f64(),
+                counts[0],
+                counts[1]
+            );
+            self.last = now;
+            self.last_total = total;
+        }
+        self.until.is_none_or(|u| now < u)
+    }
+}
+
+/// What a run forwarded.
+pub struct Totals {
+    pub forwarded: [u64; 2],
+    pub malformed: u64,
+}
+
+pub fn run(o: &Options) -> Result<(), String> {
+    if !(1..=64).contains(&o.outputs) {
+        return Err(format!("--outputs {}: an agent has 1 to 64 outputs", o.outputs));
+    }
+    if o.outputs != 1 && o.mode != Mode::Restricted {
+        return Err("--outputs applies to the restricted model only (const has 1, flexible has 1 queue)".into());
+    }
+    platform::signals::install_termination_flag().map_err(|e| format!("installing signal handlers: {e}"))?;
+    if let Some(cpu) = o.cpu {
+        platform::sched::pin_current_thread(cpu).map_err(|e| format!("pinning to CPU {cpu}: {e}"))?;
+    }
+    let port_a = Port::open(&o.sysfs, &o.input).map_err(|e| e.to_string())?;
+    let port_b = Port::open(&o.sysfs, &o.output).map_err(|e| e.to_string())?;
+    if port_a.function.address() == port_b.function.address() {
+        return Err(format!("{} is both input and output: give two different ports", o.input));
+    }
+    let (a, b) = (port_a.device(), port_b.device());
+    for d in [&a, &b] {
+        d.init().map_err(|e| e.to_string())?;
+    }
+    for d in [&a, &b] {
+        d.wait_for_link(Duration::from_secs(10)).map_err(|e| e.to_string())?;
+    }
+    let meter = Meter::new(o.seconds, o.progress);
+    let start = Instant::now();
+    let rewrite = o.mac_rewrite == MacRewrite::Paper;
+    let totals = match o.mode {
+        Mode::Restricted => restricted(&a, &b, o.outputs, rewrite, meter),
+        Mode::Const => const_model(&a, &b, rewrite, meter),
+        Mode::Flexible => flexible(&a, &b, rewrite, meter),
+    }
+    .map_err(|e| e.to_string())?;
+    let secs = start.elapsed().as_secs_f64();
+    let total = totals.forwarded[0] + totals.forwarded[1];
+    println!(
+        "safenic fwd {}: {} -> {} {} packets, {} -> {} {} packets, {:.1} s, {:.3} Mpps, {} malformed",
+        format!("{:?}", o.mode).to_lowercase(),
+        o.input,
+        o.output,
+        totals.forwarded[0],
+        o.output,
+        o.input,
+        totals.forwarded[1],
+        secs,
+        total as f64 / secs.max(1e-9) / 1e6,
+        totals.malformed
+    );
+    Ok(())
+}
+
+fn restricted(
+    a: &Device<'_>,
+    b: &Device<'_>,
+    outputs: usize,
+    rewrite: bool,
+    meter: Meter,
+) -> Result<Totals, DriverError> {
+    let mem_ab = AgentMemory::allocate(outputs, RING)?;
+    let mem_ba = AgentMemory::allocate(outputs, RING)?;
+    with_len(outputs, |outs| {
+        let mut ab = Agent::<_, RING>::new(&mem_ab, a, &outs.vec(|_| *b), outs)?;
+        let mut ba = Agent::<_, RING>::new(&mem_ba, b, &outs.vec(|_| *a), outs)?;
+        let forwarded = if rewrite {
+            forward_restricted::<true>(&mut ab, &mut ba, outs, meter)
+        } else {
+            forward_restricted::<false>(&mut ab, &mut ba, outs, meter)
+        };
+        Ok(Totals { forwarded, malformed: ab.malformed + ba.malformed })
+    })
+    .unwrap_or(Err(DriverError::Invalid("no outputs".into())))
+}
+
+/// The restricted model's loop: each packet goes to the next output in turn.
+#[inline(never)]
+pub fn forward_restricted<'a, 'id, const REWRITE: bool>(
+    ab: &mut Agent<'a, BrandedLen<'id>, RING>,
+    ba: &mut Agent<'a, BrandedLen<'id>, RING>,
+    outs: BrandedLen<'id>,
+    mut meter: Meter,
+) -> [u64; 2] {
+    let mut counts = [0u64; 2];
+    let (mut next_ab, mut next_ba) = (outs.first(), outs.first());
+    loop {
+        for _ in 0..CHECK_EVERY {
+            counts[0] += ab.run(|packet, len, lengths| {
+                if REWRITE {
+                    rewrite_macs(packet);
+                }
+                lengths[next_ab] = len;
+                next_ab = outs.next_wrapping(next_ab);
+            }) as u64;
+            counts[1] += ba.run(|packet, len, lengths| {
+                if REWRITE {
+                    rewrite_macs(packet);
+                }
+                lengths[next_ba] = len;
+                next_ba = outs.next_wrapping(next_ba);
+            }) as u64;
+        }
+        if !meter.tick(counts) {
+            return counts;
+        }
+    }
+}
+
+fn const_model(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: Meter) -> Result<Totals, DriverError> {
+    let one = ConstOutputs::<1>;
+    let mem_ab = AgentMemory::allocate(1, RING)?;
+    let mem_ba = AgentMemory::allocate(1, RING)?;
+    let mut ab = Agent::<_, RING>::new(&mem_ab, a, &one.array(|_| *b), one)?;
+    let mut ba = Agent::<_, RING>::new(&mem_ba, b, &one.array(|_| *a), one)?;
+    let forwarded = if rewrite {
+        forward_const::<true>(&mut ab, &mut ba, meter)
+    } else {
+        forward_const::<false>(&mut ab, &mut ba, meter)
+    };
+    Ok(Totals { forwarded, malformed: ab.malformed + ba.malformed })
+}
+
+/// The const model's loop: one output per direction.
+#[inline(never)]
+pub fn forward_const<'a, const REWRITE: bool>(
+    ab: &mut Agent<'a, ConstOutputs<1>, RING>,
+    ba: &mut Agent<'a, ConstOutputs<1>, RING>,
+    mut meter: Meter,
+) -> [u64; 2] {
+    let only = ConstOutputs::<1>.first();
+    let mut counts = [0u64; 2];
+    loop {
+        for _ in 0..CHECK_EVERY {
+            counts[0] += ab.run(|packet, len, lengths| {
+                if REWRITE {
+                    rewrite_macs(packet);
+                }
+                lengths[only] = len;
+            }) as u64;
+            counts[1] += ba.run(|packet, len, lengths| {
+                if REWRITE {
+                    rewrite_macs(packet);
+                }
+                lengths[only] = len;
+            }) as u64;
+        }
+        if !meter.tick(counts) {
+            return counts;
+        }
+    }
+}
+
+fn flexible(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: Meter) -> Result<Totals, DriverError> {
+    // One memory block and pool per direction; "pool inversion": the RX queue of one port and
+    // the TX queue of the other share a pool.
+    let mem_ab = QueueMemory::allocate(RING, POOL)?;
+    let mem_ba = QueueMemory::allocate(RING, POOL)?;
+    let mut pool_ab = mem_ab.pool()?;
+    let mut pool_ba = mem_ba.pool()?;
+    let mut rx_a = RxQueue::<RING>::new(a, &mem_ab, &mut pool_ab)?;
+    let mut rx_b = RxQueue::<RING>::new(b, &mem_ba, &mut pool_ba)?;
+    let mut tx_b = TxQueue::<RING>::new(b, &mem_ab)?;
+    let mut tx_a = TxQueue::<RING>::new(a, &mem_ba)?;
+    let mut dir_ab = Direction { rx: &mut rx_a, tx: &mut tx_b, pool: &mut pool_ab, batch: Batch::default() };
+    let mut dir_ba = Direction { rx: &mut rx_b, tx: &mut tx_a, pool: &mut pool_ba, batch: Batch::default() };
+    let forwarded = if rewrite {
+        forward_flexible::<true>(&mut dir_ab, &mut dir_ba, meter)
+    } else {
+        forward_flexible::<false>(&mut dir_ab, &mut dir_ba, meter)
+    };
+    let malformed = dir_ab.rx.malformed + dir_ba.rx.malformed;
+    Ok(Totals { forwarded, malformed })
+}
+
+/// One direction of the flexible forwarder.
+pub struct Direction<'q, 'a> {
+    rx: &'q mut RxQueue<'a, RING>,
+    tx: &'q mut TxQueue<'a, RING>,
+    pool: &'q mut ixgbe::queues::BufferPool<'a>,
+    batch: Batch<'a, BATCH>,
+}
+
+impl Direction<'_, '_> {
+    /// One burst: receive, rewrite, transmit, and drop (back to the pool) what did not fit.
+    #[inline(always)]
+    fn burst<const REWRITE: bool>(&mut self) -> u64 {
+        if self.rx.rx_batch(self.pool, &mut self.batch) == 0 {
+            return 0;
+        }
+        if REWRITE {
+            for b in self.batch.iter_mut() {
+                rewrite_macs(b.data());
+            }
+        }
+        let sent = self.tx.tx_batch(self.pool, &mut self.batch);
+        self.batch.release(self.pool);
+        sent as u64
+    }
+}
+
+/// The flexible model's loop.
+#[inline(never)]
+pub fn forward_flexible<const REWRITE: bool>(
+    ab: &mut Direction<'_, '_>,
+    ba: &mut Direction<'_, '_>,
+    mut meter: Meter,
+) -> [u64; 2] {
+    let mut counts = [0u64; 2];
+    loop {
+        for _ in 0..CHECK_EVERY {
+            counts[0] += ab.burst::<REWRITE>();
+            counts[1] += ba.burst::<REWRITE>();
+        }
+        if !meter.tick(counts) {
+            return counts;
+        }
+    }
+}
