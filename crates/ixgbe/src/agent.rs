@@ -38,22 +38,12 @@ pub trait Outputs: Copy {
     fn array<T>(self, f: impl FnMut(Self::Index) -> T) -> Self::Array<T>;
     /// Converts `f` over indices into an array of results, stopping at the first error.
     fn try_array<T, E>(self, mut f: impl FnMut(Self::Index) -> Result<T, E>) -> Result<Self::Array<T>, E> {
-        let mut err = None;
         let mut made = Vec::with_capacity(self.count());
         for o in self.each() {
-            match f(o) {
-                Ok(v) => made.push(Some(v)),
-                Err(e) => {
-                    err = Some(e);
-                    break;
-                }
-            }
+            made.push(f(o)?);
         }
-        if let Some(e) = err {
-            return Err(e);
-        }
-        let mut it = made.into_iter();
-        Ok(self.array(|_| it.next().flatten().expect("one value per output")))
+        let mut made = made.into_iter();
+        Ok(self.array(|_| made.next().expect("one value per output")))
     }
 }
 
@@ -263,11 +253,6 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
             self.receive_tail.write(tail.get() as u32);
             self.receive_tail_value = tail;
         }
-    }
-
-    /// Buffers and rings, for tests that inspect them.
-    pub fn processed(&self) -> usize {
-        self.processed.get()
     }
 }
 

@@ -41,13 +41,13 @@ impl<'a> BufferPool<'a> {
     /// A pool of every buffer of `block` from `offset` on, `count` of them.
     pub fn new(block: &'a DmaBlock, offset: usize, count: usize) -> Result<Self, DriverError> {
         let m = block.memory();
-        let free = (0..count)
-            .map(|i| {
-                let at = offset + i * BUFFER_SIZE;
-                let data = m.ptr::<PacketData>(at).ok_or(DriverError::Invalid("pool outside its block".into()))?;
-                Ok(Buffer { data, phys: block.phys(at), length: PacketLength::ZERO })
-            })
-            .collect::<Result<Vec<_>, DriverError>>()?;
+        // Room for every buffer, so `give` never has to grow the vector.
+        let mut free = Vec::with_capacity(count);
+        for i in 0..count {
+            let at = offset + i * BUFFER_SIZE;
+            let data = m.ptr::<PacketData>(at).ok_or(DriverError::Invalid("pool outside its block".into()))?;
+            free.push(Buffer { data, phys: block.phys(at), length: PacketLength::ZERO });
+        }
         Ok(BufferPool { free, total: count })
     }
 

@@ -412,9 +412,8 @@ impl Port {
             // once, before the device has seen it (a plain memory read cannot be intercepted).
             // Looking at RXDCTL(0) every iteration shrinks that window to well under a
             // microsecond, so frames that arrive after the driver's bring-up find the queue
-            // enabled, as on hardware [DS 4.6.7.1].
-            // The driver programmed the ring before it enabled the queue, so every register
-            // is looked at, in address order, to apply those writes first.
+            // enabled, as on hardware [DS 4.6.7.1]. The driver programmed the ring before
+            // enabling the queue, so the whole BAR is applied in address order, ring first.
             if self.bar.read_u32(rxdctl(0) as usize) != self.reg(rxdctl(0)) {
                 self.sweep = 0;
                 self.scan_all();

@@ -157,25 +157,38 @@ pub fn forward_restricted<'a, 'id, const REWRITE: bool>(
     ab: &mut Agent<'a, BrandedLen<'id>, RING>,
     ba: &mut Agent<'a, BrandedLen<'id>, RING>,
     outs: BrandedLen<'id>,
+    meter: Meter,
+) -> [u64; 2] {
+    forward_agents::<_, _, REWRITE>(ab, ba, outs, |o| outs.next_wrapping(o), meter)
+}
+
+/// Both directions through two agents until the meter says stop; `next` picks the output of
+/// the packet after one sent to `o`.
+#[inline(always)]
+fn forward_agents<'a, O: Outputs, const N: usize, const REWRITE: bool>(
+    ab: &mut Agent<'a, O, N>,
+    ba: &mut Agent<'a, O, N>,
+    outputs: O,
+    next: impl Fn(O::Index) -> O::Index,
     mut meter: Meter,
 ) -> [u64; 2] {
     let mut counts = [0u64; 2];
-    let (mut next_ab, mut next_ba) = (outs.first(), outs.first());
+    let (mut out_ab, mut out_ba) = (outputs.first(), outputs.first());
     loop {
         for _ in 0..CHECK_EVERY {
             counts[0] += ab.run(|packet, len, lengths| {
                 if REWRITE {
                     rewrite_macs(packet);
                 }
-                lengths[next_ab] = len;
-                next_ab = outs.next_wrapping(next_ab);
+                lengths[out_ab] = len;
+                out_ab = next(out_ab);
             }) as u64;
             counts[1] += ba.run(|packet, len, lengths| {
                 if REWRITE {
                     rewrite_macs(packet);
                 }
-                lengths[next_ba] = len;
-                next_ba = outs.next_wrapping(next_ba);
+                lengths[out_ba] = len;
+                out_ba = next(out_ba);
             }) as u64;
         }
         if !meter.tick(counts) {
@@ -203,29 +216,9 @@ fn const_model(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: Meter) -> R
 pub fn forward_const<'a, const REWRITE: bool>(
     ab: &mut Agent<'a, ConstOutputs<1>, RING>,
     ba: &mut Agent<'a, ConstOutputs<1>, RING>,
-    mut meter: Meter,
+    meter: Meter,
 ) -> [u64; 2] {
-    let only = ConstOutputs::<1>.first();
-    let mut counts = [0u64; 2];
-    loop {
-        for _ in 0..CHECK_EVERY {
-            counts[0] += ab.run(|packet, len, lengths| {
-                if REWRITE {
-                    rewrite_macs(packet);
-                }
-                lengths[only] = len;
-            }) as u64;
-            counts[1] += ba.run(|packet, len, lengths| {
-                if REWRITE {
-                    rewrite_macs(packet);
-                }
-                lengths[only] = len;
-            }) as u64;
-        }
-        if !meter.tick(counts) {
-            return counts;
-        }
-    }
+    forward_agents::<_, _, REWRITE>(ab, ba, ConstOutputs::<1>, |only| only, meter)
 }
 
 fn flexible(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: Meter) -> Result<Totals, DriverError> {

@@ -60,6 +60,13 @@ pub fn run(o: &Options) -> Result<(), String> {
         let mut tx = TxQueue::<RING>::new(&dev, &mem)?;
         let frame = udp_frame(o.size, dev.mac());
         let length = ixgbe::PacketLength::new(frame.len()).ok_or(DriverError::Invalid("frame size".into()))?;
+        // Every buffer of this pool carries the same frame: write it once, not per packet.
+        let mut all: Vec<_> = std::iter::from_fn(|| pool.take()).collect();
+        for b in all.iter_mut() {
+            b.data().copy_from(0, &frame);
+            b.length = length;
+        }
+        all.into_iter().for_each(|b| pool.give(b));
         let mut batch = Batch::<BATCH>::default();
         let start = Instant::now();
         let until = o.seconds.map(|s| start + Duration::from_secs_f64(s));
@@ -73,9 +80,7 @@ pub fn run(o: &Options) -> Result<(), String> {
             let allowed = o.rate.map_or(u64::MAX, |r| (now.duration_since(start).as_secs_f64() * r) as u64 + 1);
             let want = allowed.min(o.count.unwrap_or(u64::MAX)).saturating_sub(sent).min(BATCH as u64);
             for _ in 0..want {
-                let Some(mut b) = pool.take() else { break };
-                b.data().copy_from(0, &frame);
-                b.length = length;
+                let Some(b) = pool.take() else { break };
                 if let Err(b) = batch.push(b) {
                     pool.give(b);
                 }
