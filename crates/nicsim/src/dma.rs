@@ -30,7 +30,7 @@ pub trait DmaSpace {
 }
 
 /// Reads `buf.len()` bytes at `phys`; `false` on a DMA fault (then nothing was read).
-#[inline]
+#[inline(always)]
 pub fn read(space: &mut impl DmaSpace, phys: u64, buf: &mut [u8]) -> bool {
     // Fast path: one contiguous extent.
     if let Some((region, off, avail)) = space.lookup(phys) {
@@ -43,7 +43,7 @@ pub fn read(space: &mut impl DmaSpace, phys: u64, buf: &mut [u8]) -> bool {
 }
 
 /// Writes `data` at `phys`; `false` on a DMA fault (then nothing was written).
-#[inline]
+#[inline(always)]
 pub fn write(space: &mut impl DmaSpace, phys: u64, data: &[u8]) -> bool {
     if let Some((region, off, avail)) = space.lookup(phys) {
         if avail >= data.len() {
@@ -55,7 +55,7 @@ pub fn write(space: &mut impl DmaSpace, phys: u64, data: &[u8]) -> bool {
 }
 
 /// Reads a little-endian u64.
-#[inline]
+#[inline(always)]
 pub fn read_u64(space: &mut impl DmaSpace, phys: u64) -> Option<u64> {
     if let Some((region, off, avail)) = space.lookup(phys) {
         if avail >= 8 {
@@ -67,7 +67,7 @@ pub fn read_u64(space: &mut impl DmaSpace, phys: u64) -> Option<u64> {
 }
 
 /// Writes a little-endian u64 (one store when it does not straddle extents).
-#[inline]
+#[inline(always)]
 pub fn write_u64(space: &mut impl DmaSpace, phys: u64, value: u64) -> bool {
     if let Some((region, off, avail)) = space.lookup(phys) {
         if avail >= 8 {
@@ -79,7 +79,7 @@ pub fn write_u64(space: &mut impl DmaSpace, phys: u64, value: u64) -> bool {
 }
 
 /// Writes a little-endian u32.
-#[inline]
+#[inline(always)]
 pub fn write_u32(space: &mut impl DmaSpace, phys: u64, value: u32) -> bool {
     if let Some((region, off, avail)) = space.lookup(phys) {
         if avail >= 4 {
@@ -150,6 +150,19 @@ struct VmaKey {
     file_offset: u64,
 }
 
+#[derive(Debug, Clone, Copy)]
+struct Hit {
+    phys: u64,
+    len: u64,
+    region: usize,
+    offset: usize,
+}
+
+impl Hit {
+    /// Matches no address (`len` 0).
+    const NONE: Hit = Hit { phys: 0, len: 0, region: 0, offset: 0 };
+}
+
 struct Region {
     key: VmaKey,
     map: MappedRegion,
@@ -161,7 +174,9 @@ pub struct ProcDmaSpace {
     bars: Vec<((u32, u32), u64)>,
     regions: Vec<Region>,
     extents: Vec<Extent>,
-    last_hit: usize,
+    /// The extent of the last successful lookup, copied out so the common case (the next
+    /// access falls in the same extent) is two compares and an add.
+    hit: Hit,
     driver_pids: Vec<u32>,
     last_quick_scan: Option<Instant>,
     last_full_scan: Option<Instant>,
@@ -189,7 +204,7 @@ impl ProcDmaSpace {
             bars,
             regions: Vec::new(),
             extents: Vec::new(),
-            last_hit: 0,
+            hit: Hit::NONE,
             driver_pids: Vec::new(),
             last_quick_scan: None,
             last_full_scan: None,
@@ -293,7 +308,7 @@ impl ProcDmaSpace {
             merged.push(e);
         }
         self.extents = merged;
-        self.last_hit = 0;
+        self.hit = Hit::NONE;
     }
 
     #[cold]
@@ -321,19 +336,18 @@ impl ProcDmaSpace {
 }
 
 impl DmaSpace for ProcDmaSpace {
-    #[inline]
+    #[inline(always)]
     fn lookup(&mut self, phys: u64) -> Option<(&MappedRegion, usize, usize)> {
-        let i = match self.extents.get(self.last_hit) {
-            Some(e) if e.phys <= phys && phys - e.phys < e.len => self.last_hit,
-            _ => {
-                let i = self.lookup_slow(phys)?;
-                self.last_hit = i;
-                i
-            }
-        };
-        let e = self.extents[i];
-        let within = (phys - e.phys) as usize;
-        Some((&self.regions[e.region].map, e.offset + within, e.len as usize - within))
+        let h = self.hit;
+        if phys.wrapping_sub(h.phys) >= h.len {
+            let i = self.lookup_slow(phys)?;
+            let e = self.extents[i];
+            self.hit = Hit { phys: e.phys, len: e.len, region: e.region, offset: e.offset };
+        }
+        let h = self.hit;
+        let within = (phys - h.phys) as usize;
+        let region = &self.regions.get(h.region)?.map;
+        Some((region, h.offset + within, h.len as usize - within))
     }
 
     fn maintain(&mut self) {

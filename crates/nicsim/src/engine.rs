@@ -276,8 +276,7 @@ impl<D: DmaSpace> Engine<D> {
                 for (p, w) in self.ports.iter_mut().zip(self.wires.iter_mut()) {
                     p.reset_counters();
                     w.sink.reset();
-                    w.generator.sent = 0;
-                    w.generator.bytes = 0;
+                    w.generator.reset_counters();
                 }
                 Ok(serde_json::json!({}))
             }

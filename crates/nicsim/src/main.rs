@@ -468,6 +468,7 @@ fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
         "ports": per_port,
         "total_into_rx_rings_mpps": total_rx,
         "total_drained_from_tx_rings_mpps": total_tx,
+        "engine_iterations_per_second": (s1.iterations - s0.iterations) as f64 / secs,
     });
     if json {
         println!("{result}");
@@ -484,6 +485,11 @@ fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
             );
         }
         println!("  total: {total_rx:.2} Mpps into RX rings, {total_tx:.2} Mpps drained from TX rings (target 2 x {line_rate:.2})");
+        println!(
+            "  engine: {:.2} M iterations/s, {:.1} frames written per iteration",
+            (s1.iterations - s0.iterations) as f64 / secs / 1e6,
+            total_rx * 1e6 * secs / (s1.iterations - s0.iterations).max(1) as f64
+        );
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! inter-frame gap still count for timing: a frame of `n` bytes occupies `n + 4 + 20` byte
 //! times (82599-model §7). Time is in picoseconds since the engine started.
 
-use hdrhistogram::Histogram;
+use crate::histogram::LatencyHistogram;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -159,6 +159,8 @@ pub struct Generator {
     started_ps: u64,
     /// Frames sent since the last `start` (what `count` limits; counter resets leave it).
     sent_this_start: u64,
+    /// `sent % spec.flows`, kept as a counter so the per-frame path has no division.
+    flow: u32,
     ip_partial: u32,
     /// Templates of the other sizes of a size sweep, with their partial checksums; the
     /// current one is swapped into `frame`.
@@ -180,6 +182,7 @@ impl Generator {
             bytes: 0,
             started_ps: 0,
             sent_this_start: 0,
+            flow: 0,
             ip_partial: 0,
             sweep: Vec::new(),
             sweep_at: 0,
@@ -221,7 +224,15 @@ impl Generator {
         // A count applies to this start; sequence numbers go on from the last run, so a sink
         // sees one gap-free stream across restarts.
         self.sent_this_start = 0;
+        self.flow = (self.sent % u64::from(self.spec.flows.max(1))) as u32;
         self.active = true;
+    }
+
+    /// Zeroes the counters; sequence numbers (and with them the flow pattern) start again at 0.
+    pub fn reset_counters(&mut self) {
+        self.sent = 0;
+        self.bytes = 0;
+        self.flow = 0;
     }
 
     /// Changes the rate of a running generator.
@@ -264,7 +275,8 @@ impl Generator {
         }
         let end = wire.send(now_ps, self.frame.len());
         let seq = self.sent;
-        let flow = (seq % self.spec.flows as u64) as u32;
+        let flow = self.flow;
+        self.flow = if flow + 1 >= self.spec.flows { 0 } else { flow + 1 };
         self.patch(seq, end / 1000, flow);
         deliver(&self.frame, end);
         self.sent += 1;
@@ -373,7 +385,7 @@ pub struct Sink {
     /// Frames that were not nicsim generator frames.
     pub foreign: u64,
     pub streams: Vec<StreamStats>,
-    pub latency_ns: Histogram<u64>,
+    pub latency_ns: LatencyHistogram,
 }
 
 impl Default for Sink {
@@ -389,7 +401,7 @@ impl Sink {
             bytes: 0,
             foreign: 0,
             streams: vec![StreamStats::default(); MAX_STREAMS],
-            latency_ns: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds"),
+            latency_ns: LatencyHistogram::new(),
         }
     }
 
@@ -414,8 +426,7 @@ impl Sink {
             s.reordered += 1;
             s.lost = s.lost.saturating_sub(1);
         }
-        let latency = (end_ps / 1000).saturating_sub(ts_ns).max(1);
-        let _ = self.latency_ns.record(latency.min(60_000_000_000));
+        self.latency_ns.record((end_ps / 1000).saturating_sub(ts_ns).max(1));
     }
 
     pub fn reset(&mut self) {
@@ -437,7 +448,7 @@ pub struct LatencySummary {
 }
 
 impl LatencySummary {
-    pub fn of(h: &Histogram<u64>) -> Self {
+    pub fn of(h: &LatencyHistogram) -> Self {
         if h.is_empty() {
             return LatencySummary::default();
         }
