@@ -258,6 +258,10 @@ pub struct TxQueue<'a, const N: usize> {
 pub const TX_RECYCLE_PERIOD: usize = 32;
 
 impl<'a, const N: usize> TxQueue<'a, N> {
+    /// RS every [`TX_RECYCLE_PERIOD`] descriptors, or twice per ring if the ring is smaller,
+    /// so that the head is always written back before the ring fills.
+    const RS_PERIOD: usize = if N >= 2 * TX_RECYCLE_PERIOD { TX_RECYCLE_PERIOD } else { N / 2 };
+
     /// Enables the first free TX queue of `device` on this memory's TX ring [DS 4.6.8].
     pub fn new(device: &Device<'a>, mem: &'a QueueMemory) -> Result<Self, DriverError> {
         let m = mem.block.memory();
@@ -300,16 +304,19 @@ impl<'a, const N: usize> TxQueue<'a, N> {
 impl<'a, const N: usize> Transmit<'a> for TxQueue<'a, N> {
     #[inline(always)]
     fn tx_batch<const B: usize>(&mut self, pool: &mut BufferPool<'a>, batch: &mut Batch<'a, B>) -> usize {
-        if self.recycled.distance_to(self.next) >= 2 * TX_RECYCLE_PERIOD {
+        // Free slots: all but one, minus those queued and not yet recycled. Recycling reads
+        // the head; it is done every two RS periods, or sooner when the batch would not fit
+        // (a ring of up to 64 entries never has two periods in flight).
+        let mut room = N - 1 - self.recycled.distance_to(self.next);
+        if N - 1 - room >= 2 * Self::RS_PERIOD || room < batch.len() {
             self.recycle(pool);
+            room = N - 1 - self.recycled.distance_to(self.next);
         }
-        // Free slots: all but one, minus those queued and not yet recycled.
-        let room = N - 1 - self.recycled.distance_to(self.next);
         let count = room.min(batch.len());
         let mut sent = 0;
         for b in batch.items.drain(..count) {
             let i = self.next;
-            let rs = if i.get() % TX_RECYCLE_PERIOD == TX_RECYCLE_PERIOD - 1 { TX_RS } else { 0 };
+            let rs = if i.get() % Self::RS_PERIOD == Self::RS_PERIOD - 1 { TX_RS } else { 0 };
             let desc = self.ring.ring(i);
             desc.at::<0>().write(b.phys.to_le());
             desc.at::<1>().write((b.length.get() as u64 | TX_EOP | TX_IFCS | rs).to_le());

@@ -187,6 +187,9 @@ pub struct Port {
     tx: Vec<TxQueue>,
     active_tx: Vec<u32>,
     tx_rr: usize,
+    /// The link partner asks us to stop sending (802.3x XOFF), held until released: the
+    /// transmitter sends nothing and TX rings fill, as they do behind a paused link.
+    pub tx_paused: bool,
     rar: Vec<[u8; 6]>,
     pub counters: DeviceCounters,
     pub drops: Drops,
@@ -224,6 +227,7 @@ impl Port {
             tx: (0..QUEUES).map(|_| TxQueue::default()).collect(),
             active_tx: Vec::new(),
             tx_rr: 0,
+            tx_paused: false,
             rar: Vec::new(),
             counters: DeviceCounters::default(),
             drops: Drops::default(),
@@ -932,7 +936,7 @@ impl Port {
     /// leave no faster than line rate: a frame starts only when the wire is free.
     pub fn transmit(&mut self, dma: &mut impl DmaSpace, now_ps: u64, batch: &mut TxBatch) {
         let n = self.active_tx.len();
-        if n == 0 || !self.tx_path_open() {
+        if n == 0 || self.tx_paused || !self.tx_path_open() {
             return;
         }
         for k in 0..n {

@@ -43,6 +43,8 @@ pub enum Request {
     Pcap { port: usize, path: String, direction: Direction, count: Option<u64> },
     /// Stop a capture and flush the file.
     PcapStop { port: usize },
+    /// Hold (or release) a port's transmitter, as a link partner's flow-control pause does.
+    PauseTx { port: usize, paused: bool },
     /// Stop the server.
     Shutdown,
 }
@@ -87,6 +89,9 @@ pub struct PortStats {
     /// RX queue 0: enabled, faulted, head, tail, size.
     pub rx_queue0: (bool, bool, u32, u32, u32),
     pub tx_queues_enabled: usize,
+    /// Whether the transmitter is held (`nicsim traffic pause`).
+    #[serde(default)]
+    pub tx_paused: bool,
 }
 
 /// The whole engine's statistics.
@@ -297,6 +302,11 @@ impl<D: DmaSpace> Engine<D> {
                     None => Err(format!("port {port} has no capture running")),
                 }
             }
+            Request::PauseTx { port, paused } => {
+                let i = self.port_index(port)?;
+                self.ports[i].tx_paused = paused;
+                Ok(serde_json::json!({ "paused": paused }))
+            }
             Request::Shutdown => Ok(serde_json::json!({})),
         }
     }
@@ -333,6 +343,7 @@ impl<D: DmaSpace> Engine<D> {
                 pcap_written: w.pcap.as_ref().map(|c| c.written),
                 rx_queue0: p.rx_queue_state(0),
                 tx_queues_enabled: p.active_tx_queues().len(),
+                tx_paused: p.tx_paused,
             })
             .collect();
         Stats { elapsed_ns: self.now_ps() / 1000, iterations: self.iterations, ports }

@@ -131,6 +131,16 @@ enum TrafficCmd {
         #[arg(long)]
         port: usize,
     },
+    /// Hold a port's transmitter, as a link partner's flow-control pause does: TX rings fill.
+    Pause {
+        #[arg(long)]
+        port: usize,
+    },
+    /// Release a held transmitter.
+    Resume {
+        #[arg(long)]
+        port: usize,
+    },
     /// Change a running generator's rate.
     Rate {
         #[arg(long)]
@@ -237,6 +247,8 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
                 server::request(root, &Request::Start { port, spec }).map(|_| ())
             }
             TrafficCmd::Stop { port } => server::request(root, &Request::Stop { port }).map(|_| ()),
+            TrafficCmd::Pause { port } => server::request(root, &Request::PauseTx { port, paused: true }).map(|_| ()),
+            TrafficCmd::Resume { port } => server::request(root, &Request::PauseTx { port, paused: false }).map(|_| ()),
             TrafficCmd::Rate { port, rate } => {
                 let gbps = link_gbps(root)?;
                 server::request(root, &Request::SetRate { port, rate_pps: parse_rate(&rate, 60, gbps)? }).map(|_| ())

@@ -1,0 +1,148 @@
+//! Buffer conservation of the flexible model, against nicsim: after every call, the buffers in
+//! the pool, in the RX ring, in the TX ring and in the caller's batch add up to the pool's
+//! total, including while the TX ring is kept full by a held transmitter (a link partner's
+//! flow-control pause) and after it drains again.
+//! Needs root and hugepages (`make test` provides them).
+
+use ixgbe::device::Port;
+use ixgbe::queues::{Batch, BufferPool, QueueMemory, Receive, RxQueue, Transmit, TxQueue};
+use nicsim::engine::{Request, Stats};
+use nicsim::server::{ServeOptions, Server};
+use nicsim::wire::TrafficSpec;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const RING: usize = 64;
+const POOL: usize = 256;
+const BATCH: usize = 32;
+
+fn stats(server: &Server) -> Stats {
+    serde_json::from_value(server.request(Request::Stats).unwrap()).unwrap()
+}
+
+#[test]
+fn flexible_queues_conserve_buffers_with_the_tx_ring_kept_full() {
+    let root = PathBuf::from(format!("/dev/shm/ixgbe-conservation-{}", std::process::id()));
+    let opts = ServeOptions { ports: 2, root: root.clone(), cables: vec![], gbps: 10.0, cpu: Some(0), bound: false };
+    let server = Server::start(&opts).expect("starting nicsim");
+    platform::sched::pin_current_thread(1).expect("pinning the driver thread");
+    let sysfs = root.join("devices");
+    let port_a = Port::open(&sysfs, &nicsim::sysfs::port_address(0)).unwrap();
+    let port_b = Port::open(&sysfs, &nicsim::sysfs::port_address(1)).unwrap();
+    let (a, b) = (port_a.device(), port_b.device());
+    for d in [&a, &b] {
+        d.init().unwrap();
+        d.wait_for_link(Duration::from_secs(10)).unwrap();
+    }
+    let mem = QueueMemory::allocate(RING, POOL).unwrap();
+    let mut pool = mem.pool().unwrap();
+    let mut rx = RxQueue::<RING>::new(&a, &mem, &mut pool).unwrap();
+    let mut tx = TxQueue::<RING>::new(&b, &mem).unwrap();
+    let mut batch = Batch::<BATCH>::default();
+    let total = pool.total();
+    assert_eq!(total, POOL);
+
+    let mut t = Tally::default();
+    let mut step = |t: &mut Tally| forward_step(t, &mut pool, &mut rx, &mut tx, &mut batch, total);
+
+    // Phase 1: B's transmitter is held; A receives 3 000 frames. The TX ring fills and stays
+    // full; what does not fit is dropped by the caller, back into the pool.
+    server.request(Request::PauseTx { port: 1, paused: true }).unwrap();
+    let spec = TrafficSpec { rate_pps: Some(200_000.0), count: Some(3_000), ..Default::default() };
+    server.request(Request::Start { port: 0, spec: spec.clone() }).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while t.received + stats_rx_drops(&server) < 3_000 {
+        assert!(Instant::now() < deadline, "phase 1 did not receive all frames ({} received)", t.received);
+        for _ in 0..1_000 {
+            step(&mut t);
+        }
+    }
+    eprintln!(
+        "phase 1: received {}, queued {}, dropped {}, no-descriptor {}, sent {}",
+        t.received,
+        t.queued,
+        t.dropped,
+        stats_rx_drops(&server),
+        stats(&server).ports[0].generated
+    );
+    assert_eq!(t.tx_held, RING - 1, "the TX ring is full while the transmitter is held");
+    assert!(t.full_and_refusing > 0, "tx_batch refused packets while the ring was full");
+    assert!(t.dropped > 0, "frames beyond the full TX ring were dropped by the caller");
+    assert_eq!(stats(&server).ports[1].sink_packets, 0, "nothing left the held port");
+
+    // Phase 2: release the transmitter and send 2 000 more; the ring drains and recycles.
+    server.request(Request::PauseTx { port: 1, paused: false }).unwrap();
+    let spec = TrafficSpec { count: Some(2_000), ..spec };
+    server.request(Request::Start { port: 0, spec }).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        for _ in 0..1_000 {
+            step(&mut t);
+        }
+        let s = stats(&server);
+        if t.received + s.ports[0].device.qprdc[0] >= 5_000 && s.ports[1].sink_packets == t.queued {
+            break;
+        }
+        assert!(Instant::now() < deadline, "phase 2 did not finish: {} received, {} queued", t.received, t.queued);
+    }
+    assert_eq!(t.received, t.queued + t.dropped, "every received packet was queued or dropped by the caller");
+    assert!(t.queued > (RING as u64) * 2, "the ring recycled after the release ({} queued)", t.queued);
+    let s = stats(&server);
+    assert_eq!(s.ports[1].sink_packets, t.queued, "every queued packet left port B exactly once");
+    for p in &s.ports {
+        assert_eq!(p.dma_faults, 0, "port {}: DMA faults", p.port);
+        assert_eq!(p.lint_warnings, 0, "port {}: lint warnings", p.port);
+    }
+    assert!(t.checks > 3_000);
+    drop(server);
+}
+
+#[derive(Default)]
+struct Tally {
+    received: u64,
+    queued: u64,
+    dropped: u64,
+    /// tx_batch calls that queued nothing from a non-empty batch.
+    full_and_refusing: u64,
+    checks: u64,
+    tx_held: usize,
+}
+
+/// One forwarding step (receive, transmit, drop what did not fit), checking after each call
+/// that pool + RX ring + TX ring + batch = `total`.
+fn forward_step<'a>(
+    t: &mut Tally,
+    pool: &mut BufferPool<'a>,
+    rx: &mut RxQueue<'a, RING>,
+    tx: &mut TxQueue<'a, RING>,
+    batch: &mut Batch<'a, BATCH>,
+    total: usize,
+) {
+    let mut check = |what: &str, pool: &BufferPool<'a>, rx: &RxQueue<'a, RING>, tx: &TxQueue<'a, RING>, n: usize| {
+        t.checks += 1;
+        let (p, r, x) = (pool.available(), rx.held(), tx.held());
+        assert_eq!(p + r + x + n, total, "after {what}: pool {p} + RX ring {r} + TX ring {x} + batch {n} != {total}");
+    };
+    let got = rx.rx_batch(pool, batch) as u64;
+    check("rx_batch", pool, rx, tx, batch.len());
+    let before = batch.len();
+    let sent = tx.tx_batch(pool, batch) as u64;
+    check("tx_batch", pool, rx, tx, batch.len());
+    let refused = before > 0 && sent == 0;
+    let left = batch.len() as u64;
+    batch.release(pool);
+    check("release", pool, rx, tx, batch.len());
+    t.received += got;
+    t.queued += sent;
+    t.dropped += left;
+    t.tx_held = tx.held();
+    if refused {
+        t.full_and_refusing += 1;
+        assert_eq!(t.tx_held, RING - 1, "a refusing TX queue holds a full ring");
+    }
+}
+
+/// Frames nicsim could not place in A's RX ring (no free descriptor).
+fn stats_rx_drops(server: &Server) -> u64 {
+    stats(server).ports[0].device.qprdc[0]
+}
