@@ -23,9 +23,11 @@ test: setup
 	$(CARGO) test --workspace -- --test-threads=1
 	$(CARGO) +nightly miri test -p invariants
 
+# nicsim's own ceiling, then every driver model: forwarded Mpps and instructions per packet.
 bench: setup build
 	target/release/nicsim bench --seconds 10
 	target/release/nicsim bench --seconds 10 --link-gbps 100
+	target/release/safenic bench
 
 fmt:
 	$(CARGO) fmt --all

@@ -32,3 +32,17 @@ pub fn terminate_requested() -> bool {
 pub fn request_termination() {
     TERMINATE.store(true, Ordering::Relaxed);
 }
+
+/// Sends SIGTERM to process `pid` (how a harness asks a driver to stop and print its summary).
+pub fn send_terminate(pid: u32) -> std::io::Result<()> {
+    let pid = libc::pid_t::try_from(pid)
+        .ok()
+        .filter(|&p| p > 0)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("bad process id {pid}")))?;
+    // SAFETY: kill has no memory-safety preconditions; `pid > 0` names one process, never a
+    // process group or every process.
+    if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

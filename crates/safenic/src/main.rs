@@ -7,6 +7,7 @@
 
 mod fwd;
 mod gen;
+mod report;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -86,6 +87,61 @@ enum Cmd {
         #[arg(long)]
         seconds: Option<f64>,
     },
+    /// Measure drivers on nicsim: forwarded Mpps and instructions per packet (callgrind), as
+    /// a Markdown table. Needs root, hugepages and valgrind (scripts/setup).
+    Bench {
+        /// Models to measure (default: all three).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        modes: Vec<Mode>,
+        /// Another driver following the contract, as NAME=COMMAND (the words before the mode),
+        /// e.g. `c-clang=drivers/c/build/fwd-clang`. Repeatable. This safenic is always measured
+        /// first, as `rust`, unless --no-rust.
+        #[arg(long = "driver")]
+        drivers: Vec<String>,
+        #[arg(long)]
+        no_rust: bool,
+        /// Seconds of each throughput window (after one second of warm-up).
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Seconds each driver runs under callgrind.
+        #[arg(long, default_value_t = 10.0)]
+        callgrind_seconds: f64,
+        /// Only the throughput columns.
+        #[arg(long, conflicts_with = "instructions_only")]
+        throughput_only: bool,
+        /// Only the instruction columns.
+        #[arg(long)]
+        instructions_only: bool,
+    },
+}
+
+fn bench_options(
+    modes: Vec<Mode>,
+    drivers: Vec<String>,
+    no_rust: bool,
+    seconds: f64,
+    callgrind_seconds: f64,
+) -> Result<report::Options, String> {
+    let mut all = Vec::new();
+    if !no_rust {
+        let exe = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
+        all.push(bench::safenic_driver(&exe));
+    }
+    for d in &drivers {
+        all.push(bench::Driver::parse(d)?);
+    }
+    if all.is_empty() {
+        return Err("no driver to measure: drop --no-rust or add --driver NAME=COMMAND".into());
+    }
+    let modes = if modes.is_empty() { vec![Mode::Restricted, Mode::Const, Mode::Flexible] } else { modes };
+    Ok(report::Options {
+        drivers: all,
+        modes: modes.iter().map(|m| format!("{m:?}").to_lowercase()).collect(),
+        seconds,
+        callgrind_seconds,
+        throughput: true,
+        instructions: true,
+    })
 }
 
 fn main() -> ExitCode {
@@ -97,6 +153,13 @@ fn main() -> ExitCode {
         }
         Cmd::Gen { port, sysfs, rate, size, count, seconds } => {
             gen::run(&gen::Options { port, sysfs, rate, size, count, seconds })
+        }
+        Cmd::Bench { modes, drivers, no_rust, seconds, callgrind_seconds, throughput_only, instructions_only } => {
+            bench_options(modes, drivers, no_rust, seconds, callgrind_seconds).and_then(|mut o| {
+                o.throughput = !instructions_only;
+                o.instructions = !throughput_only;
+                report::run(&o)
+            })
         }
     };
     match result {

@@ -1,0 +1,336 @@
+//! The benchmark harness: any driver that follows the command-line contract
+//! (`<command…> <restricted|const|flexible> <BDF-in> <BDF-out> --sysfs DIR`, SIGTERM → summary
+//! line and exit 0), measured on nicsim.
+//!
+//! Two measures per driver and model:
+//! - **throughput**: nicsim generates 64-byte frames at line rate into both ports; the
+//!   forwarded rate is what both sinks count per second. Whether the driver or nicsim was the
+//!   limit is read from nicsim's counters: a driver that cannot keep up leaves frames without
+//!   a free descriptor (counted as no-descriptor drops); if there are (almost) none, nicsim
+//!   offered no more than the driver forwarded, and nicsim was the limit.
+//! - **instructions per forwarded packet**: the driver runs under valgrind's callgrind with
+//!   collection switched on only inside its forwarding loop (`--toggle-collect`), while nicsim
+//!   offers line rate so that every poll finds a full batch; instructions are divided by the
+//!   frames both sinks counted. Valgrind counts instructions exactly, so this is the
+//!   deterministic measure on a noisy machine.
+
+#![forbid(unsafe_code)]
+
+use nicsim::engine::{Request, Stats};
+use nicsim::server::{ServeOptions, Server};
+use nicsim::wire::TrafficSpec;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The CPU nicsim's engine (and this harness) runs on; the driver gets the other one.
+pub const NICSIM_CPU: usize = 0;
+pub const DRIVER_CPU: usize = 1;
+
+/// A driver binary and how to call it.
+#[derive(Debug, Clone)]
+pub struct Driver {
+    /// Name in reports (e.g. `rust`, `c-clang`).
+    pub name: String,
+    /// The command before the mode argument, e.g. `["target/release/safenic", "fwd"]`.
+    pub command: Vec<String>,
+    /// callgrind `--toggle-collect` pattern of the forwarding loop; `{mode}` is replaced by the
+    /// model's name. Every driver names its loops `forward_restricted`, `forward_const` and
+    /// `forward_flexible`.
+    pub hot_function: String,
+}
+
+impl Driver {
+    /// `NAME=COMMAND…` (words separated by spaces), as given on the command line.
+    pub fn parse(spec: &str) -> Result<Driver, String> {
+        let (name, command) = spec
+            .split_once('=')
+            .ok_or_else(|| format!("--driver {spec}: expected NAME=COMMAND, e.g. c-clang=drivers/c/build/fwd-clang"))?;
+        let command: Vec<String> = command.split_whitespace().map(str::to_string).collect();
+        if name.is_empty() || command.is_empty() {
+            return Err(format!("--driver {spec}: expected NAME=COMMAND"));
+        }
+        Ok(Driver { name: name.to_string(), command, hot_function: "*forward_{mode}*".into() })
+    }
+}
+
+/// The three driver models of the contract.
+pub const MODES: [&str; 3] = ["restricted", "const", "flexible"];
+
+/// Forwarding rate of one driver and model.
+#[derive(Debug, Clone)]
+pub struct Throughput {
+    /// Frames forwarded per second, both directions together, in millions.
+    pub forwarded_mpps: f64,
+    /// Frames nicsim generated per second, both ports together.
+    pub offered_mpps: f64,
+    /// Frames that found no free RX descriptor, per second.
+    pub no_descriptor_mpps: f64,
+    pub limited_by: Limit,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// The driver left more than 1% of what nicsim offered without a descriptor.
+    Driver,
+    /// The driver forwarded (almost) everything nicsim could offer.
+    Nicsim,
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Limit::Driver => "driver",
+            Limit::Nicsim => "nicsim",
+        })
+    }
+}
+
+/// Instructions the forwarding loop executed, and the packets it forwarded meanwhile.
+#[derive(Debug, Clone, Copy)]
+pub struct Instructions {
+    pub instructions: u64,
+    pub packets: u64,
+    /// Whether the driver was the limit under callgrind (more than 1% of the offered frames
+    /// found no descriptor), so that its loop never polled an empty ring. If not, the count
+    /// includes idle polls and overstates the cost per packet.
+    pub saturated: bool,
+}
+
+impl Instructions {
+    pub fn per_packet(&self) -> f64 {
+        self.instructions as f64 / self.packets.max(1) as f64
+    }
+}
+
+/// A nicsim with two ports, its engine on [`NICSIM_CPU`].
+struct Session {
+    server: Server,
+    root: PathBuf,
+}
+
+impl Session {
+    fn start(tag: &str) -> Result<Session, String> {
+        // This thread wakes up to read statistics; on the driver's core it would preempt it.
+        platform::sched::pin_current_thread(NICSIM_CPU).map_err(|e| format!("pinning the harness: {e}"))?;
+        let root = PathBuf::from(format!("/dev/shm/safenic-bench-{}-{tag}", std::process::id()));
+        let opts = ServeOptions {
+            ports: 2,
+            root: root.clone(),
+            cables: vec![],
+            gbps: 10.0,
+            cpu: Some(NICSIM_CPU),
+            bound: false,
+        };
+        Ok(Session { server: Server::start(&opts)?, root })
+    }
+
+    fn stats(&self) -> Result<Stats, String> {
+        serde_json::from_value(self.server.request(Request::Stats)?).map_err(|e| e.to_string())
+    }
+
+    fn start_traffic(&self) -> Result<(), String> {
+        for port in 0..2 {
+            self.server.request(Request::Start { port, spec: TrafficSpec::default() })?;
+        }
+        Ok(())
+    }
+
+    fn stop_traffic(&self) -> Result<(), String> {
+        for port in 0..2 {
+            self.server.request(Request::Stop { port })?;
+        }
+        Ok(())
+    }
+
+    fn devices(&self) -> PathBuf {
+        self.root.join("devices")
+    }
+
+    /// Spawns `prefix… command… mode A B --sysfs DIR` on [`DRIVER_CPU`].
+    fn spawn(&self, prefix: &[String], driver: &Driver, mode: &str) -> Result<Child, String> {
+        let words: Vec<String> = prefix.iter().chain(&driver.command).cloned().collect();
+        let mut child = Command::new(&words[0])
+            .args(&words[1..])
+            .args([mode, &nicsim::sysfs::port_address(0), &nicsim::sysfs::port_address(1)])
+            .arg("--sysfs")
+            .arg(self.devices())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", words[0]))?;
+        // (Not conditional on available_cpus(): this thread is pinned, so it would say 1.)
+        if let Err(e) = platform::sched::pin_process(child.id(), DRIVER_CPU) {
+            let _ = child.kill();
+            return Err(format!("pinning the driver to CPU {DRIVER_CPU}: {e} (the harness needs two CPUs)"));
+        }
+        Ok(child)
+    }
+
+    /// Waits until the driver has the receive queues of both ports and a TX queue on each up.
+    fn wait_ready(&self, child: &mut Child, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let s = self.stats()?;
+            if s.ports.iter().all(|p| p.rx_queue0.0 && p.tx_queues_enabled > 0) {
+                return Ok(());
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("the driver exited during bring-up with {status}: {}", output_of(child)));
+            }
+            if Instant::now() > deadline {
+                return Err("the driver did not bring both ports up".into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Everything the child wrote, stdout then stderr.
+fn output_of(child: &mut Child) -> String {
+    let mut s = String::new();
+    if let Some(o) = child.stdout.as_mut() {
+        let _ = o.read_to_string(&mut s);
+    }
+    if let Some(e) = child.stderr.as_mut() {
+        let _ = e.read_to_string(&mut s);
+    }
+    s.trim().to_string()
+}
+
+/// SIGTERM, then waits for a clean exit; returns what the driver printed.
+fn terminate(mut child: Child, timeout: Duration) -> Result<String, String> {
+    platform::signals::send_terminate(child.id()).map_err(|e| format!("signalling the driver: {e}"))?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            let out = output_of(&mut child);
+            return if status.success() {
+                Ok(out)
+            } else {
+                Err(format!("the driver exited with {status} after SIGTERM: {out}"))
+            };
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("the driver did not exit within its timeout after SIGTERM".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn mpps(n: u64, secs: f64) -> f64 {
+    n as f64 / secs / 1e6
+}
+
+/// Forwarding rate of `driver` in `mode` over `seconds`, after one second of warm-up.
+pub fn throughput(driver: &Driver, mode: &str, seconds: f64) -> Result<Throughput, String> {
+    let session = Session::start(&format!("{}-{mode}", driver.name))?;
+    let mut child = session.spawn(&[], driver, mode)?;
+    session.wait_ready(&mut child, Duration::from_secs(30))?;
+    session.start_traffic()?;
+    std::thread::sleep(Duration::from_secs(1));
+    let s0 = session.stats()?;
+    std::thread::sleep(Duration::from_secs_f64(seconds));
+    let s1 = session.stats()?;
+    session.stop_traffic()?;
+    terminate(child, Duration::from_secs(10))?;
+    let secs = (s1.elapsed_ns - s0.elapsed_ns) as f64 / 1e9;
+    let delta = |f: fn(&nicsim::engine::PortStats) -> u64| -> u64 {
+        s0.ports.iter().zip(&s1.ports).map(|(a, b)| f(b) - f(a)).sum()
+    };
+    let forwarded = delta(|p| p.sink_packets);
+    let offered = delta(|p| p.generated);
+    let no_descriptor = delta(|p| p.device.qprdc[0]);
+    let limited_by = if no_descriptor * 100 > offered { Limit::Driver } else { Limit::Nicsim };
+    Ok(Throughput {
+        forwarded_mpps: mpps(forwarded, secs),
+        offered_mpps: mpps(offered, secs),
+        no_descriptor_mpps: mpps(no_descriptor, secs),
+        limited_by,
+        seconds: secs,
+    })
+}
+
+/// Instructions per forwarded packet of `driver` in `mode`, under callgrind for `seconds`.
+pub fn instructions(driver: &Driver, mode: &str, seconds: f64) -> Result<Instructions, String> {
+    let session = Session::start(&format!("{}-{mode}-cg", driver.name))?;
+    let out_file = session.root.join("callgrind.out");
+    let prefix = vec![
+        "valgrind".to_string(),
+        "--tool=callgrind".to_string(),
+        format!("--callgrind-out-file={}", out_file.display()),
+        format!("--toggle-collect={}", driver.hot_function.replace("{mode}", mode)),
+    ];
+    // Traffic first, so the loop finds full rings from its first iteration: idle polls would
+    // count instructions without packets.
+    session.start_traffic()?;
+    let mut child = session.spawn(&prefix, driver, mode).map_err(|e| {
+        if e.contains("No such file") {
+            format!("{e}: install valgrind (scripts/setup does)")
+        } else {
+            e
+        }
+    })?;
+    session.wait_ready(&mut child, Duration::from_secs(120))?;
+    std::thread::sleep(Duration::from_secs_f64(seconds));
+    // Stop while traffic still flows, for the same reason.
+    terminate(child, Duration::from_secs(60))?;
+    session.stop_traffic()?;
+    let s = session.stats()?;
+    let packets: u64 = s.ports.iter().map(|p| p.sink_packets).sum();
+    let offered: u64 = s.ports.iter().map(|p| p.generated).sum();
+    let no_descriptor: u64 = s.ports.iter().map(|p| p.device.qprdc[0]).sum();
+    let text = std::fs::read_to_string(&out_file).map_err(|e| format!("reading {}: {e}", out_file.display()))?;
+    let instructions =
+        callgrind_total(&text).ok_or_else(|| format!("no instruction total in {}", out_file.display()))?;
+    if instructions == 0 {
+        return Err(format!(
+            "callgrind counted no instructions in {}: is the forwarding loop named forward_{mode}?",
+            driver.hot_function.replace("{mode}", mode)
+        ));
+    }
+    Ok(Instructions { instructions, packets, saturated: no_descriptor * 100 > offered })
+}
+
+/// The `totals:` (or `summary:`) line of a callgrind output file: instructions executed.
+pub fn callgrind_total(text: &str) -> Option<u64> {
+    text.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// The safenic binary next to the running executable (`target/<profile>/safenic`).
+pub fn safenic_driver(exe: &Path) -> Driver {
+    Driver {
+        name: "rust".into(),
+        command: vec![exe.display().to_string(), "fwd".into()],
+        hot_function: "*forward_{mode}*".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_specs_parse_or_say_what_is_expected() {
+        let d = Driver::parse("c-clang=drivers/c/build/fwd-clang --quiet").unwrap();
+        assert_eq!(d.name, "c-clang");
+        assert_eq!(d.command, ["drivers/c/build/fwd-clang", "--quiet"]);
+        assert!(Driver::parse("no-equals").unwrap_err().contains("NAME=COMMAND"));
+        assert!(Driver::parse("=cmd").is_err());
+        assert!(Driver::parse("name=").is_err());
+    }
+
+    #[test]
+    fn callgrind_totals_are_read_from_the_last_totals_line() {
+        let text = "version: 1\nevents: Ir\nfn=foo\n1 10\nsummary: 1234\ntotals: 1234\n";
+        assert_eq!(callgrind_total(text), Some(1234));
+        assert_eq!(callgrind_total("events: Ir\n"), None);
+    }
+}
