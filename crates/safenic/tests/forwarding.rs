@@ -51,6 +51,23 @@ impl Sim {
             .spawn()
             .expect("spawning safenic")
     }
+    /// `nicsim exec -- safenic fwd ARGS`: no --sysfs; the driver finds the functions where it
+    /// finds real ones, /sys/bus/pci/devices, in nicsim's private mount namespace.
+    fn exec_fwd(&self, args: &[&str]) -> Child {
+        let nicsim = std::path::Path::new(SAFENIC).with_file_name("nicsim");
+        assert!(nicsim.exists(), "{} is missing: build the workspace first (make test does)", nicsim.display());
+        Command::new(nicsim)
+            .arg("--root")
+            .arg(&self.root)
+            .args(["exec", "--", SAFENIC, "fwd"])
+            .args(args)
+            .args(["--cpu", "1"])
+            .env_remove("SAFENIC_SYSFS")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning nicsim exec")
+    }
     /// Waits until the driver has both ports' receive queues up.
     fn wait_driver_ready(&self, child: &mut Child) {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -209,6 +226,23 @@ fn const_forwards_a_million_each_way() {
 #[test]
 fn flexible_forwards_a_million_each_way() {
     forward_a_million("flex", &["flexible", A, B], true);
+}
+
+/// The unmodified driver under `nicsim exec`, with its default sysfs path and DMA memory
+/// from hugetlbfs files, as it would run on a machine with the card.
+#[test]
+fn runs_unmodified_under_nicsim_exec() {
+    let sim = Sim::start("exec");
+    let mut child = sim.exec_fwd(&["flexible", A, B]);
+    sim.wait_driver_ready(&mut child);
+    let n = 100_000;
+    let s = sim.send_both_ways(TrafficSpec { rate_pps: Some(RATE_PPS), count: Some(n), ..TrafficSpec::default() });
+    let out = terminate(child);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{:?} {stdout} {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert_exactly_once_in_order(&s, n, true);
+    assert!(stdout.contains(&format!("{A} -> {B} {n} packets")), "summary: {stdout}");
+    assert_no_lint(&sim);
 }
 
 /// Every length from 60 to 1514 bytes, both with the paper's rewrite and unchanged.
