@@ -1,7 +1,7 @@
 # safenic: `make demo` shows nicsim with traffic flowing; `make test` runs every check.
 CARGO ?= cargo
 
-.PHONY: all setup build demo test bench fmt
+.PHONY: all setup build demo test bench fmt clean
 
 all: build
 
@@ -10,6 +10,7 @@ setup:
 
 build:
 	$(CARGO) build --workspace --release
+	$(MAKE) -C drivers/c
 
 demo: setup build
 	scripts/demo
@@ -20,6 +21,7 @@ test: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build --workspace
+	$(MAKE) -C drivers/c
 	$(CARGO) test --workspace -- --test-threads=1
 	$(CARGO) +nightly miri test -p invariants
 
@@ -27,7 +29,12 @@ test: setup
 bench: setup build
 	target/release/nicsim bench --seconds 10
 	target/release/nicsim bench --seconds 10 --link-gbps 100
-	target/release/safenic bench
+	target/release/safenic bench --driver 'c-clang=drivers/c/build/clang/safenic-c-{mode} fwd' \
+	  --driver 'c-gcc=drivers/c/build/gcc/safenic-c-{mode} fwd'
 
 fmt:
 	$(CARGO) fmt --all
+
+clean:
+	$(CARGO) clean
+	$(MAKE) -C drivers/c clean

@@ -33,7 +33,8 @@ pub const DRIVER_CPU: usize = 1;
 pub struct Driver {
     /// Name in reports (e.g. `rust`, `c-clang`).
     pub name: String,
-    /// The command before the mode argument, e.g. `["target/release/safenic", "fwd"]`.
+    /// The command before the mode argument, e.g. `["target/release/safenic", "fwd"]`;
+    /// `{mode}` in a word is replaced by the model (`drivers/c/build/clang/safenic-c-{mode}`).
     pub command: Vec<String>,
     /// callgrind `--toggle-collect` pattern of the forwarding loop; `{mode}` is replaced by the
     /// model's name. Every driver names its loops `forward_restricted`, `forward_const` and
@@ -44,9 +45,9 @@ pub struct Driver {
 impl Driver {
     /// `NAME=COMMAND…` (words separated by spaces), as given on the command line.
     pub fn parse(spec: &str) -> Result<Driver, String> {
-        let (name, command) = spec
-            .split_once('=')
-            .ok_or_else(|| format!("--driver {spec}: expected NAME=COMMAND, e.g. c-clang=drivers/c/build/fwd-clang"))?;
+        let (name, command) = spec.split_once('=').ok_or_else(|| {
+            format!("--driver {spec}: expected NAME=COMMAND, e.g. c-clang=drivers/c/build/clang/safenic-c-{{mode}} fwd")
+        })?;
         let command: Vec<String> = command.split_whitespace().map(str::to_string).collect();
         if name.is_empty() || command.is_empty() {
             return Err(format!("--driver {spec}: expected NAME=COMMAND"));
@@ -151,7 +152,9 @@ impl Session {
 
     /// Spawns `prefix… command… mode A B --sysfs DIR` on [`DRIVER_CPU`].
     fn spawn(&self, prefix: &[String], driver: &Driver, mode: &str) -> Result<Child, String> {
-        let words: Vec<String> = prefix.iter().chain(&driver.command).cloned().collect();
+        // `{mode}` in the command picks a one-binary-per-model driver's binary.
+        let words: Vec<String> =
+            prefix.iter().cloned().chain(driver.command.iter().map(|w| w.replace("{mode}", mode))).collect();
         let mut child = Command::new(&words[0])
             .args(&words[1..])
             .args([mode, &nicsim::sysfs::port_address(0), &nicsim::sysfs::port_address(1)])

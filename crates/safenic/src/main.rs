@@ -93,8 +93,9 @@ enum Cmd {
         /// Models to measure (default: all three).
         #[arg(long, value_enum, value_delimiter = ',')]
         modes: Vec<Mode>,
-        /// Another driver following the contract, as NAME=COMMAND (the words before the mode),
-        /// e.g. `c-clang=drivers/c/build/fwd-clang`. Repeatable. This safenic is always measured
+        /// Another driver following the contract, as NAME=COMMAND (the words before the mode;
+        /// `{mode}` is replaced by the model), e.g.
+        /// `c-clang=drivers/c/build/clang/safenic-c-{mode} fwd`. Repeatable. This safenic is always measured
         /// first, as `rust`, unless --no-rust.
         #[arg(long = "driver")]
         drivers: Vec<String>,

@@ -1,0 +1,351 @@
+// safenic-c-<model>: the C baseline forwarder. One binary per model, chosen at compile time:
+// -DMODEL_RESTRICTED, -DMODEL_CONST (one output, a compile-time constant) or -DMODEL_FLEXIBLE.
+//
+// Command-line contract (same as `safenic fwd`):
+//   safenic-c-<model> fwd <model> <BDF-in> <BDF-out> [--sysfs DIR] [--mac-rewrite paper|none]
+//                     [--outputs 1-64] [--seconds S] [--cpu N]
+// Forwards both directions until SIGINT/SIGTERM (or --seconds), prints one summary line, exits 0.
+#include "ixgbe.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(MODEL_RESTRICTED)
+#define MODEL "restricted"
+#elif defined(MODEL_CONST)
+#define MODEL "const"
+#define CONST_OUTPUTS 1u
+#elif defined(MODEL_FLEXIBLE)
+#define MODEL "flexible"
+#else
+#error "define MODEL_RESTRICTED, MODEL_CONST or MODEL_FLEXIBLE"
+#endif
+
+// Loop iterations between looks at the clock and the signal flag.
+#define CHECK_EVERY 1024u
+
+struct options {
+	const char *input, *output, *sysfs;
+	bool rewrite;
+	unsigned outputs;
+	double seconds; // 0: until a signal
+	int cpu;        // -1: not pinned
+};
+
+static double now_seconds(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+// Stop conditions and the per-second throughput line (on a terminal).
+struct meter {
+	double start, last, until;
+	uint64_t last_total;
+	bool progress, has_deadline;
+};
+
+__attribute__((noinline)) static bool meter_tick(struct meter *m, const uint64_t counts[2])
+{
+	if (terminate_requested) {
+		return false;
+	}
+	double now = now_seconds();
+	if (m->progress && now - m->last >= 1.0) {
+		uint64_t total = counts[0] + counts[1];
+		printf("%6.1f s  %7.3f Mpps  (%llu in->out, %llu out->in)\n", now - m->start,
+		       (double)(total - m->last_total) / (now - m->last) / 1e6, (unsigned long long)counts[0],
+		       (unsigned long long)counts[1]);
+		fflush(stdout);
+		m->last = now;
+		m->last_total = total;
+	}
+	return !m->has_deadline || now < m->until;
+}
+
+// The paper's rewrite: destination 00:00:00:00:00:01, source 00:00:00:00:00:00.
+static inline void rewrite_macs(uint8_t *restrict packet)
+{
+	static const uint8_t macs[12] = {0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
+	memcpy(packet, macs, sizeof macs);
+}
+
+#if defined(MODEL_RESTRICTED) || defined(MODEL_CONST)
+
+#ifdef CONST_OUTPUTS
+#define OUTPUTS(n) CONST_OUTPUTS
+#else
+#define OUTPUTS(n) (n)
+#endif
+
+// Each packet goes to the next output in turn.
+struct round_robin {
+	unsigned next;
+	unsigned count;
+	bool rewrite;
+};
+
+static inline __attribute__((always_inline)) void forward_packet(void *ctx, uint8_t *packet, uint16_t length,
+                                                                 uint16_t *lengths)
+{
+	struct round_robin *r = ctx;
+	if (r->rewrite) {
+		rewrite_macs(packet);
+	}
+	lengths[r->next] = length;
+	r->next = r->next + 1 == OUTPUTS(r->count) ? 0 : r->next + 1;
+}
+
+// The loops are named forward_<model> (and not inlined) so that the benchmark's callgrind run
+// counts exactly them.
+
+// The agents' loop. `rewrite` is a constant at each call site below, so each gets its own
+// loop, as the Rust driver's REWRITE const generic does.
+static inline __attribute__((always_inline)) void forward_agents(struct agent *restrict ab, struct agent *restrict ba,
+                                                     unsigned outputs, bool rewrite, struct meter *m,
+                                                     uint64_t counts[2])
+{
+	struct round_robin rr_ab = {0, outputs, rewrite}, rr_ba = {0, outputs, rewrite};
+	do {
+		for (unsigned k = 0; k < CHECK_EVERY; k++) {
+			counts[0] += agent_run(ab, OUTPUTS(outputs), forward_packet, &rr_ab);
+			counts[1] += agent_run(ba, OUTPUTS(outputs), forward_packet, &rr_ba);
+		}
+	} while (meter_tick(m, counts));
+}
+
+#ifdef MODEL_CONST
+__attribute__((noinline)) void forward_const(struct agent *restrict ab, struct agent *restrict ba, bool rewrite,
+                                             struct meter *m, uint64_t counts[2]);
+__attribute__((noinline)) void forward_const(struct agent *restrict ab, struct agent *restrict ba, bool rewrite,
+                                             struct meter *m, uint64_t counts[2])
+{
+	if (rewrite) {
+		forward_agents(ab, ba, CONST_OUTPUTS, true, m, counts);
+	} else {
+		forward_agents(ab, ba, CONST_OUTPUTS, false, m, counts);
+	}
+}
+#else
+__attribute__((noinline)) void forward_restricted(struct agent *restrict ab, struct agent *restrict ba,
+                                                  unsigned outputs, bool rewrite, struct meter *m,
+                                                  uint64_t counts[2]);
+__attribute__((noinline)) void forward_restricted(struct agent *restrict ab, struct agent *restrict ba,
+                                                  unsigned outputs, bool rewrite, struct meter *m,
+                                                  uint64_t counts[2])
+{
+	if (rewrite) {
+		forward_agents(ab, ba, outputs, true, m, counts);
+	} else {
+		forward_agents(ab, ba, outputs, false, m, counts);
+	}
+}
+#endif
+
+static uint64_t run_model(const struct device *a, const struct device *b, const struct options *o, struct meter *m,
+                          uint64_t counts[2])
+{
+	static struct agent ab, ba;
+	const struct device *to_b[MAX_OUTPUTS], *to_a[MAX_OUTPUTS];
+	for (unsigned i = 0; i < o->outputs; i++) {
+		to_b[i] = b;
+		to_a[i] = a;
+	}
+	agent_init(&ab, a, to_b, o->outputs);
+	agent_init(&ba, b, to_a, o->outputs);
+#ifdef MODEL_CONST
+	forward_const(&ab, &ba, o->rewrite, m, counts);
+#else
+	forward_restricted(&ab, &ba, o->outputs, o->rewrite, m, counts);
+#endif
+	return ab.malformed + ba.malformed;
+}
+
+#else // MODEL_FLEXIBLE
+
+// Packets per batch and buffers per direction's pool (as the Rust driver).
+#define BATCH 32u
+#define POOL 4096u
+
+// One direction: its RX queue, the other port's TX queue, and the pool they share.
+struct direction {
+	struct rx_queue rx;
+	struct tx_queue tx;
+	struct pool pool;
+	struct buffer batch[BATCH];
+};
+
+// Receive, rewrite, transmit, and drop (back to the pool) what did not fit.
+static inline __attribute__((always_inline)) uint64_t burst(struct direction *restrict d, bool rewrite)
+{
+	unsigned got = rx_batch(&d->rx, &d->pool, d->batch, BATCH);
+	if (got == 0) {
+		return 0;
+	}
+	if (rewrite) {
+		for (unsigned k = 0; k < got; k++) {
+			rewrite_macs(d->batch[k].data);
+		}
+	}
+	unsigned sent = tx_batch(&d->tx, &d->pool, d->batch, got);
+	for (unsigned k = sent; k < got; k++) {
+		pool_give(&d->pool, d->batch[k]);
+	}
+	return sent;
+}
+
+__attribute__((noinline)) void forward_flexible(struct direction *restrict ab, struct direction *restrict ba,
+                                                bool rewrite, struct meter *m, uint64_t counts[2]);
+__attribute__((noinline)) void forward_flexible(struct direction *restrict ab, struct direction *restrict ba,
+                                                bool rewrite, struct meter *m, uint64_t counts[2])
+{
+	// One loop per value of `rewrite`, as the Rust driver's REWRITE const generic.
+	if (rewrite) {
+		do {
+			for (unsigned k = 0; k < CHECK_EVERY; k++) {
+				counts[0] += burst(ab, true);
+				counts[1] += burst(ba, true);
+			}
+		} while (meter_tick(m, counts));
+	} else {
+		do {
+			for (unsigned k = 0; k < CHECK_EVERY; k++) {
+				counts[0] += burst(ab, false);
+				counts[1] += burst(ba, false);
+			}
+		} while (meter_tick(m, counts));
+	}
+}
+
+static uint64_t run_model(const struct device *a, const struct device *b, const struct options *o, struct meter *m,
+                          uint64_t counts[2])
+{
+	// "Pool inversion": the RX queue of one port and the TX queue of the other share a pool.
+	static struct queue_memory mem_ab, mem_ba;
+	static struct direction ab, ba;
+	queue_memory_allocate(&mem_ab, POOL);
+	queue_memory_allocate(&mem_ba, POOL);
+	pool_init(&ab.pool, &mem_ab);
+	pool_init(&ba.pool, &mem_ba);
+	rx_queue_init(&ab.rx, a, &mem_ab, &ab.pool);
+	rx_queue_init(&ba.rx, b, &mem_ba, &ba.pool);
+	tx_queue_init(&ab.tx, b, &mem_ab);
+	tx_queue_init(&ba.tx, a, &mem_ba);
+	forward_flexible(&ab, &ba, o->rewrite, m, counts);
+	return ab.rx.malformed + ba.rx.malformed;
+}
+
+#endif
+
+__attribute__((noreturn)) static void usage(void)
+{
+	die("usage: %s fwd " MODEL " <BDF-in> <BDF-out> [--sysfs DIR] [--mac-rewrite paper|none] [--outputs 1-64] "
+	    "[--seconds S] [--cpu N]",
+	    program_name);
+}
+
+static const char *value_of(int argc, char **argv, int *i)
+{
+	if (*i + 1 >= argc) {
+		die("%s needs a value", argv[*i]);
+	}
+	return argv[++*i];
+}
+
+static void parse(int argc, char **argv, struct options *o)
+{
+	const char *env = getenv("SAFENIC_SYSFS");
+	*o = (struct options){.sysfs = env && *env ? env : "/sys/bus/pci/devices", .rewrite = true, .outputs = 1, .cpu = -1};
+	if (argc < 5 || strcmp(argv[1], "fwd") != 0) {
+		usage();
+	}
+	if (strcmp(argv[2], MODEL) != 0) {
+		die("this binary is the " MODEL " model; for `%s` run safenic-c-%s", argv[2], argv[2]);
+	}
+	o->input = argv[3];
+	o->output = argv[4];
+	bool outputs_given = false;
+	for (int i = 5; i < argc; i++) {
+		const char *arg = argv[i];
+		if (strcmp(arg, "--sysfs") == 0) {
+			o->sysfs = value_of(argc, argv, &i);
+		} else if (strcmp(arg, "--mac-rewrite") == 0) {
+			const char *v = value_of(argc, argv, &i);
+			if (strcmp(v, "paper") != 0 && strcmp(v, "none") != 0) {
+				die("--mac-rewrite %s: use paper or none", v);
+			}
+			o->rewrite = strcmp(v, "paper") == 0;
+		} else if (strcmp(arg, "--outputs") == 0) {
+			char *end;
+			long n = strtol(value_of(argc, argv, &i), &end, 10);
+			if (*end || n < 1 || n > (long)MAX_OUTPUTS) {
+				die("--outputs %s: an agent has 1 to 64 outputs", argv[i]);
+			}
+			o->outputs = (unsigned)n;
+			outputs_given = true;
+		} else if (strcmp(arg, "--seconds") == 0) {
+			char *end;
+			o->seconds = strtod(value_of(argc, argv, &i), &end);
+			if (*end || o->seconds <= 0) {
+				die("--seconds %s: give a positive number", argv[i]);
+			}
+		} else if (strcmp(arg, "--cpu") == 0) {
+			char *end;
+			long cpu = strtol(value_of(argc, argv, &i), &end, 10);
+			if (*end || cpu < 0 || cpu >= CPU_SETSIZE) {
+				die("--cpu %s: give a CPU number", argv[i]);
+			}
+			o->cpu = (int)cpu;
+		} else {
+			die("unknown argument `%s`", arg);
+		}
+	}
+#ifndef MODEL_RESTRICTED
+	if (outputs_given && o->outputs != 1) {
+		die("--outputs applies to the restricted model only (const has 1, flexible has 1 queue)");
+	}
+#else
+	(void)outputs_given;
+#endif
+}
+
+int main(int argc, char **argv)
+{
+	program_name = "safenic-c-" MODEL;
+	struct options o;
+	parse(argc, argv, &o);
+	install_termination_handlers();
+	if (o.cpu >= 0) {
+		pin_to_cpu(o.cpu);
+	}
+	static struct port port_a, port_b;
+	port_open(&port_a, o.sysfs, o.input);
+	port_open(&port_b, o.sysfs, o.output);
+	if (strcmp(port_a.function.address, port_b.function.address) == 0) {
+		die("%s is both input and output: give two different ports", o.input);
+	}
+	device_init(&port_a.device);
+	device_init(&port_b.device);
+	device_wait_for_link(&port_a.device, 10);
+	device_wait_for_link(&port_b.device, 10);
+	double start = now_seconds();
+	struct meter m = {.start = start,
+	                  .last = start,
+	                  .until = start + o.seconds,
+	                  .last_total = 0,
+	                  .progress = isatty(STDOUT_FILENO),
+	                  .has_deadline = o.seconds > 0};
+	uint64_t counts[2] = {0, 0};
+	uint64_t malformed = run_model(&port_a.device, &port_b.device, &o, &m, counts);
+	double secs = now_seconds() - start;
+	printf("%s fwd " MODEL ": %s -> %s %llu packets, %s -> %s %llu packets, %.1f s, %.3f Mpps, %llu malformed\n",
+	       program_name, o.input, o.output, (unsigned long long)counts[0], o.output, o.input,
+	       (unsigned long long)counts[1], secs, (double)(counts[0] + counts[1]) / (secs > 1e-9 ? secs : 1e-9) / 1e6,
+	       (unsigned long long)malformed);
+	return 0;
+}
