@@ -128,28 +128,100 @@ impl<'a, const M: usize> VolatilePtr<'a, [u8; M]> {
     /// Copies bytes `[offset, offset + dst.len())` into `dst`; false (nothing copied) if that
     /// range is outside the array. For control paths, not per-packet code.
     pub fn copy_to(self, offset: usize, dst: &mut [u8]) -> bool {
-        if offset > M || dst.len() > M - offset {
-            return false;
-        }
-        for (i, d) in dst.iter_mut().enumerate() {
-            // SAFETY: offset + i < M (checked above).
-            *d = unsafe { self.ptr.cast::<u8>().add(offset + i).read_volatile() };
-        }
-        true
+        copy_to_bytes(self.ptr.cast::<u8>(), M, offset, dst)
     }
 
     /// Copies `src` to bytes `[offset, offset + src.len())`; false (nothing written) if that
     /// range is outside the array.
     pub fn copy_from(self, offset: usize, src: &[u8]) -> bool {
-        if offset > M || src.len() > M - offset {
-            return false;
-        }
-        for (i, s) in src.iter().enumerate() {
-            // SAFETY: offset + i < M (checked above).
-            unsafe { self.ptr.cast::<u8>().add(offset + i).write_volatile(*s) };
-        }
-        true
+        copy_from_bytes(self.ptr.cast::<u8>(), M, offset, src)
     }
+}
+
+/// Packet buffers: bytes in 8-byte words, so that stores of constant byte ranges can use the
+/// widest aligned volatile store (the paper's MAC rewrite is one 8-byte and one 4-byte store,
+/// as in C, instead of twelve byte stores).
+impl<'a, const W: usize> VolatilePtr<'a, [u64; W]> {
+    /// Stores `bytes` at byte `OFFSET`, a multiple of 8 (both checked at compile time, with
+    /// `OFFSET + K <= 8 W`): `K / 8` word stores, then one 4-, 2- and 1-byte store as needed,
+    /// all volatile. Every branch below depends only on constants, so this is straight-line
+    /// code.
+    #[inline(always)]
+    pub fn write_bytes<const OFFSET: usize, const K: usize>(self, bytes: [u8; K]) {
+        const {
+            assert!(OFFSET + K <= W * 8, "write past the end of the array");
+            assert!(OFFSET % 8 == 0, "word buffers are written from 8-byte aligned offsets");
+        };
+        let dst = self.ptr.cast::<u8>();
+        let src = bytes.as_ptr();
+        // SAFETY: for every store below, [OFFSET + i, OFFSET + i + width) lies inside the array,
+        // since i + width <= K and OFFSET + K <= 8 W (checked at compile time); the array is
+        // 8-byte aligned (type invariant of `VolatilePtr<[u64; W]>`) and OFFSET and i are
+        // multiples of the width at each store, so every store is aligned; `src + i` has
+        // `width` readable bytes of `bytes`, read unaligned; any bits are a valid integer.
+        unsafe {
+            for word in 0..K / 8 {
+                let i = word * 8;
+                dst.add(OFFSET + i).cast::<u64>().write_volatile(src.add(i).cast::<u64>().read_unaligned());
+            }
+            let mut i = K / 8 * 8;
+            if K - i >= 4 {
+                dst.add(OFFSET + i).cast::<u32>().write_volatile(src.add(i).cast::<u32>().read_unaligned());
+                i += 4;
+            }
+            if K - i >= 2 {
+                dst.add(OFFSET + i).cast::<u16>().write_volatile(src.add(i).cast::<u16>().read_unaligned());
+                i += 2;
+            }
+            if K - i >= 1 {
+                dst.add(OFFSET + i).write_volatile(src.add(i).read());
+            }
+        }
+    }
+
+    /// Loads `K` bytes at byte `OFFSET` (`OFFSET + K <= 8 W` checked at compile time).
+    #[inline(always)]
+    pub fn read_bytes<const OFFSET: usize, const K: usize>(self) -> [u8; K] {
+        const { assert!(OFFSET + K <= W * 8, "read past the end of the array") };
+        // SAFETY: [OFFSET, OFFSET + K) is inside the array (checked at compile time); a byte
+        // array has alignment 1; any bytes are valid.
+        unsafe { self.ptr.cast::<u8>().add(OFFSET).cast::<[u8; K]>().read_volatile() }
+    }
+
+    /// As [`VolatilePtr::<[u8; M]>::copy_to`], over the `8 W` bytes.
+    pub fn copy_to(self, offset: usize, dst: &mut [u8]) -> bool {
+        copy_to_bytes(self.ptr.cast::<u8>(), W * 8, offset, dst)
+    }
+
+    /// As [`VolatilePtr::<[u8; M]>::copy_from`], over the `8 W` bytes.
+    pub fn copy_from(self, offset: usize, src: &[u8]) -> bool {
+        copy_from_bytes(self.ptr.cast::<u8>(), W * 8, offset, src)
+    }
+}
+
+/// Volatile byte copy out of `len` bytes at `base`, checked against the range.
+fn copy_to_bytes(base: NonNull<u8>, len: usize, offset: usize, dst: &mut [u8]) -> bool {
+    if offset > len || dst.len() > len - offset {
+        return false;
+    }
+    for (i, d) in dst.iter_mut().enumerate() {
+        // SAFETY: offset + i < len (checked above), and `base` has `len` bytes (callers pass
+        // a `VolatilePtr`'s array and its size).
+        *d = unsafe { base.add(offset + i).read_volatile() };
+    }
+    true
+}
+
+/// Volatile byte copy into `len` bytes at `base`, checked against the range.
+fn copy_from_bytes(base: NonNull<u8>, len: usize, offset: usize, src: &[u8]) -> bool {
+    if offset > len || src.len() > len - offset {
+        return false;
+    }
+    for (i, s) in src.iter().enumerate() {
+        // SAFETY: as in `copy_to_bytes`.
+        unsafe { base.add(offset + i).write_volatile(*s) };
+    }
+    true
 }
 
 /// A non-owning reference to `N` consecutive `T`s in device memory (a descriptor ring, a
@@ -247,5 +319,24 @@ mod tests {
         assert!(buf.copy_from(29, &[9, 9, 9]));
         assert!(!buf.copy_from(30, &[9, 9, 9]));
         assert_eq!(buf.read_bytes::<28, 4>(), [0, 9, 9, 9]);
+    }
+
+    #[test]
+    fn word_buffers_store_constant_ranges_at_any_offset() {
+        let mut words = vec![0u64; 4];
+        let mem = DeviceMemory::from_words(&mut words);
+        let buf = mem.ptr::<[u64; 4]>(0).unwrap();
+        // The MAC rewrite: one 8-byte and one 4-byte store.
+        buf.write_bytes::<0, 12>([0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(buf.read_bytes::<0, 13>(), [0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        // Lengths that are not a multiple of 8 end with narrower stores on the right bytes.
+        buf.write_bytes::<16, 15>([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
+        assert_eq!(buf.read_bytes::<15, 17>(), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0]);
+        buf.write_bytes::<24, 1>([0xAB]);
+        assert_eq!(buf.read_bytes::<23, 3>(), [8, 0xAB, 10]);
+        let mut out = [0u8; 3];
+        assert!(buf.copy_to(16, &mut out));
+        assert_eq!(out, [1, 2, 3]);
+        assert!(!buf.copy_from(31, &[1, 2]), "range past the end is refused");
     }
 }
