@@ -17,6 +17,19 @@ pub const POOL: usize = 4096;
 /// Loop iterations between looks at the clock and the signal flag.
 const CHECK_EVERY: usize = 1024;
 
+/// The per-packet code, for `safenic audit`: these loops (every instantiation) and every
+/// function they call that is not inlined must contain no run-time check. The agents' `run`,
+/// `rx_batch` and `tx_batch` are inlined into them; if one ever is not, the audit finds and
+/// audits it as a callee.
+pub const HOT_PATHS: &[&str] =
+    &["safenic::fwd::forward_restricted", "safenic::fwd::forward_const", "safenic::fwd::forward_flexible"];
+
+/// Calls out of the hot paths that the audit allows and does not follow, with the reason.
+pub const COLD_CALLS: &[(&str, &str)] = &[(
+    "safenic::fwd::Meter::tick",
+    "once every 1 024 loop iterations, not per packet: clock, signal flag, progress line",
+)];
+
 pub struct Options {
     pub mode: Mode,
     pub input: String,

@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+mod audit;
 mod fwd;
 mod gen;
 mod report;
@@ -87,6 +88,18 @@ enum Cmd {
         #[arg(long)]
         seconds: Option<f64>,
     },
+    /// Prove from the release binary that the hot paths contain no run-time checks, print the
+    /// size table and the unsafe budget; exit 1 if a check or misplaced unsafe is found.
+    Audit {
+        /// The release safenic binary to inspect (default: this one).
+        #[arg(long)]
+        binary: Option<PathBuf>,
+        /// The repository root (for sources, unsafe budget and the C builds).
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure drivers on nicsim: forwarded Mpps and instructions per packet (callgrind), as
     /// a Markdown table. Needs root, hugepages and valgrind (scripts/setup).
     Bench {
@@ -154,6 +167,17 @@ fn main() -> ExitCode {
         }
         Cmd::Gen { port, sysfs, rate, size, count, seconds } => {
             gen::run(&gen::Options { port, sysfs, rate, size, count, seconds })
+        }
+        Cmd::Audit { binary, root, json } => {
+            let binary =
+                binary.map_or_else(std::env::current_exe, Ok).map_err(|e| format!("finding this executable: {e}"));
+            binary.and_then(|b| audit::run(&b, &root, json)).and_then(|passed| {
+                if passed {
+                    Ok(())
+                } else {
+                    Err("audit failed: see the findings above".into())
+                }
+            })
         }
         Cmd::Bench { modes, drivers, no_rust, seconds, callgrind_seconds, throughput_only, instructions_only } => {
             bench_options(modes, drivers, no_rust, seconds, callgrind_seconds).and_then(|mut o| {
