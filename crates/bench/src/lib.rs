@@ -16,7 +16,7 @@
 
 #![forbid(unsafe_code)]
 
-use nicsim::engine::{Request, Stats};
+use nicsim::engine::{PortStats, Request, Stats};
 use nicsim::server::{ServeOptions, Server};
 use nicsim::wire::TrafficSpec;
 use std::io::Read;
@@ -192,7 +192,7 @@ impl Session {
 }
 
 /// Everything the child wrote, stdout then stderr.
-fn output_of(child: &mut Child) -> String {
+pub fn output_of(child: &mut Child) -> String {
     let mut s = String::new();
     if let Some(o) = child.stdout.as_mut() {
         let _ = o.read_to_string(&mut s);
@@ -225,6 +225,11 @@ fn terminate(mut child: Child, timeout: Duration) -> Result<String, String> {
     }
 }
 
+/// How much a per-port counter grew from `s0` to `s1`, both ports together.
+fn growth(s0: &Stats, s1: &Stats, f: fn(&PortStats) -> u64) -> u64 {
+    s0.ports.iter().zip(&s1.ports).map(|(a, b)| f(b) - f(a)).sum()
+}
+
 fn mpps(n: u64, secs: f64) -> f64 {
     n as f64 / secs / 1e6
 }
@@ -242,9 +247,7 @@ pub fn throughput(driver: &Driver, mode: &str, seconds: f64) -> Result<Throughpu
     session.stop_traffic()?;
     terminate(child, Duration::from_secs(10))?;
     let secs = (s1.elapsed_ns - s0.elapsed_ns) as f64 / 1e9;
-    let delta = |f: fn(&nicsim::engine::PortStats) -> u64| -> u64 {
-        s0.ports.iter().zip(&s1.ports).map(|(a, b)| f(b) - f(a)).sum()
-    };
+    let delta = |f: fn(&PortStats) -> u64| growth(&s0, &s1, f);
     let forwarded = delta(|p| p.sink_packets);
     let offered = delta(|p| p.generated);
     let no_descriptor = delta(|p| p.device.qprdc[0]);
@@ -294,10 +297,7 @@ pub fn instructions(driver: &Driver, mode: &str, seconds: f64) -> Result<Instruc
     session.stop_traffic()?;
     let s = session.stats()?;
     let packets: u64 = s.ports.iter().map(|p| p.sink_packets).sum();
-    let window = |f: fn(&nicsim::engine::PortStats) -> u64| -> u64 {
-        s0.ports.iter().zip(&s1.ports).map(|(a, b)| f(b) - f(a)).sum()
-    };
-    let (offered, no_descriptor) = (window(|p| p.generated), window(|p| p.device.qprdc[0]));
+    let (offered, no_descriptor) = (growth(&s0, &s1, |p| p.generated), growth(&s0, &s1, |p| p.device.qprdc[0]));
     let text = std::fs::read_to_string(&out_file).map_err(|e| format!("reading {}: {e}", out_file.display()))?;
     let instructions =
         callgrind_total(&text).ok_or_else(|| format!("no instruction total in {}", out_file.display()))?;

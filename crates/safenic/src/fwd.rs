@@ -1,10 +1,10 @@
 //! `safenic fwd`: forward both directions between two ports.
 
 use crate::{MacRewrite, Mode};
-use invariants::{with_len, BrandedLen};
+use invariants::{with_len, BrandedLen, VolatilePtr};
 use ixgbe::agent::{rewrite_macs, Agent, AgentMemory, ConstOutputs, Outputs};
 use ixgbe::queues::{Batch, QueueMemory, Receive, RxQueue, Transmit, TxQueue};
-use ixgbe::{Device, DriverError, Port};
+use ixgbe::{Device, DriverError, PacketData, PacketLength, Port};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -189,25 +189,34 @@ fn forward_agents<'a, O: Outputs, const N: usize, const REWRITE: bool>(
     let (mut out_ab, mut out_ba) = (outputs.first(), outputs.first());
     loop {
         for _ in 0..CHECK_EVERY {
-            counts[0] += ab.run(|packet, len, lengths| {
-                if REWRITE {
-                    rewrite_macs(packet);
-                }
-                lengths[out_ab] = len;
-                out_ab = next(out_ab);
-            }) as u64;
-            counts[1] += ba.run(|packet, len, lengths| {
-                if REWRITE {
-                    rewrite_macs(packet);
-                }
-                lengths[out_ba] = len;
-                out_ba = next(out_ba);
-            }) as u64;
+            counts[0] += ab
+                .run(|packet, len, lengths| forward_packet::<O, REWRITE>(packet, len, lengths, &mut out_ab, &next))
+                as u64;
+            counts[1] += ba
+                .run(|packet, len, lengths| forward_packet::<O, REWRITE>(packet, len, lengths, &mut out_ba, &next))
+                as u64;
         }
         if !meter.tick(counts) {
             return counts;
         }
     }
+}
+
+/// The handler of both directions: rewrite the MACs if asked, send the packet to output `out`,
+/// and move `out` on to the next output.
+#[inline(always)]
+fn forward_packet<O: Outputs, const REWRITE: bool>(
+    packet: VolatilePtr<'_, PacketData>,
+    len: PacketLength,
+    lengths: &mut O::Array<PacketLength>,
+    out: &mut O::Index,
+    next: &impl Fn(O::Index) -> O::Index,
+) {
+    if REWRITE {
+        rewrite_macs(packet);
+    }
+    lengths[*out] = len;
+    *out = next(*out);
 }
 
 fn const_model(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: Meter) -> Result<Totals, DriverError> {

@@ -116,7 +116,7 @@ impl Sim {
                 return;
             }
             if let Ok(Some(status)) = child.try_wait() {
-                let out = child.wait_with_output_ref();
+                let out = bench::output_of(child);
                 panic!("the driver exited early with {status}: {out}");
             }
             assert!(Instant::now() < deadline, "the driver did not bring the ports up");
@@ -153,25 +153,6 @@ impl Drop for Sim {
         if let Some(s) = self.server.take() {
             s.stop();
         }
-    }
-}
-
-/// What an exited child wrote, for failure messages.
-trait OutputOf {
-    fn wait_with_output_ref(&mut self) -> String;
-}
-
-impl OutputOf for Child {
-    fn wait_with_output_ref(&mut self) -> String {
-        use std::io::Read;
-        let mut s = String::new();
-        if let Some(o) = self.stdout.as_mut() {
-            let _ = o.read_to_string(&mut s);
-        }
-        if let Some(e) = self.stderr.as_mut() {
-            let _ = e.read_to_string(&mut s);
-        }
-        s
     }
 }
 
