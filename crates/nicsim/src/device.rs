@@ -7,7 +7,7 @@
 //! ([`Port::poll_doorbells`]). What nicsim itself changes (heads, status, counters) it writes to
 //! both the BAR and the shadow.
 
-use crate::dma::{self, DmaSpace};
+use crate::dma::{self, DmaSpace, Ring};
 use crate::lint::{rule, Lints};
 use crate::pciconfig::PciConfig;
 use crate::regs::*;
@@ -50,6 +50,8 @@ struct RxQueue {
     buf_size: usize,
     drop_en: bool,
     stat: usize,
+    /// The ring, resolved at its first use (see [`dma::Ring`]).
+    ring: Option<dma::Ring>,
 }
 
 #[derive(Debug, Default)]
@@ -162,6 +164,29 @@ enum RxWrite {
     Fault,
 }
 
+/// What the per-frame receive and transmit paths need from the registers. Registers change
+/// only when [`Port::scan`] applies driver writes (or on reset), so it is derived there, and
+/// the per-frame paths read no register.
+#[derive(Debug, Clone, Copy, Default)]
+struct PathConfig {
+    /// RXCTRL.RXEN, SECRXCTRL.RX_DIS clear, bus mastering, no master disable.
+    rx_open: bool,
+    /// DMATXCTL.TE, bus mastering, no master disable.
+    tx_open: bool,
+    /// HLREG0.RXCRCSTRP [DS 8.2.3.22.8].
+    strip_crc: bool,
+    /// Longest accepted frame on the wire, FCS included, untagged and VLAN-tagged: MAXFRS.MFS
+    /// with HLREG0.JUMBOEN, otherwise 1518 / 1522 [DS 8.2.3.22.13].
+    max_untagged: usize,
+    max_tagged: usize,
+    /// FCTRL [DS 8.2.3.7.1].
+    fctrl: u32,
+    /// HLREG0.TXCRCEN, TXPADEN, LPBK.
+    tx_crc: bool,
+    tx_pad: bool,
+    loopback: bool,
+}
+
 /// The minimal EEPROM image of model §6(c): firmware pointers that pass DPDK's version check
 /// and a valid checksum (word 0x3F = 0xBABA − sum of words 0x00–0x3E).
 fn eeprom_image() -> [u16; 128] {
@@ -190,7 +215,9 @@ pub struct Port {
     /// The link partner asks us to stop sending (802.3x XOFF), held until released: the
     /// transmitter sends nothing and TX rings fill, as they do behind a paused link.
     pub tx_paused: bool,
-    rar: Vec<[u8; 6]>,
+    /// Valid receive addresses (RAL/RAH with AV), as [`mac_key`]s.
+    rar: Vec<u64>,
+    paths: PathConfig,
     pub counters: DeviceCounters,
     pub drops: Drops,
     pub lint: Lints,
@@ -209,6 +236,17 @@ pub struct Port {
 pub fn default_mac(n: usize) -> [u8; 6] {
     [0x02, 0, 0, 0, 0, n as u8]
 }
+
+/// A MAC address (the first 6 bytes of `bytes`) as one integer, so that filtering compares
+/// words instead of byte slices.
+#[inline(always)]
+fn mac_key(bytes: &[u8]) -> u64 {
+    let mut k = [0u8; 8];
+    k[..6].copy_from_slice(&bytes[..6]);
+    u64::from_le_bytes(k)
+}
+
+const BROADCAST_KEY: u64 = 0xFFFF_FFFF_FFFF;
 
 impl Port {
     /// A port whose registers live in `bar` (BAR0, [`BAR0_LEN`] bytes) and whose PCI
@@ -229,6 +267,7 @@ impl Port {
             tx_rr: 0,
             tx_paused: false,
             rar: Vec::new(),
+            paths: PathConfig::default(),
             counters: DeviceCounters::default(),
             drops: Drops::default(),
             lint: Lints::new(index),
@@ -291,6 +330,7 @@ impl Port {
         self.fifo_clear();
         self.rebuild_rar();
         self.update_status();
+        self.refresh_paths();
     }
 
     fn update_status(&mut self) {
@@ -310,20 +350,34 @@ impl Port {
             if h & RAH_AV != 0 {
                 let l = self.reg(ral(n)).to_le_bytes();
                 let h = h.to_le_bytes();
-                self.rar.push([l[0], l[1], l[2], l[3], h[0], h[1]]);
+                self.rar.push(mac_key(&[l[0], l[1], l[2], l[3], h[0], h[1]]));
             }
         }
     }
 
-    fn rx_path_open(&self) -> bool {
-        self.reg(RXCTRL) & RXCTRL_RXEN != 0
-            && self.reg(SECRXCTRL) & SECRXCTRL_RX_DIS == 0
-            && self.config.bus_master()
-            && self.reg(CTRL) & CTRL_GIO_DIS == 0
-    }
-
-    fn tx_path_open(&self) -> bool {
-        self.reg(DMATXCTL) & DMATXCTL_TE != 0 && self.config.bus_master() && self.reg(CTRL) & CTRL_GIO_DIS == 0
+    /// Derives [`PathConfig`] from the registers.
+    fn refresh_paths(&mut self) {
+        let dma_allowed = self.config.bus_master() && self.reg(CTRL) & CTRL_GIO_DIS == 0;
+        let hl = self.reg(HLREG0);
+        let (max_untagged, max_tagged) = if hl & HLREG0_JUMBOEN != 0 {
+            let mfs = (self.reg(MAXFRS) >> 16) as usize;
+            (mfs, mfs)
+        } else {
+            (1518, 1522)
+        };
+        self.paths = PathConfig {
+            rx_open: self.reg(RXCTRL) & RXCTRL_RXEN != 0
+                && self.reg(SECRXCTRL) & SECRXCTRL_RX_DIS == 0
+                && dma_allowed,
+            tx_open: self.reg(DMATXCTL) & DMATXCTL_TE != 0 && dma_allowed,
+            strip_crc: hl & HLREG0_RXCRCSTRP != 0,
+            max_untagged,
+            max_tagged,
+            fctrl: self.reg(FCTRL),
+            tx_crc: hl & HLREG0_TXCRCEN != 0,
+            tx_pad: hl & HLREG0_TXPADEN != 0,
+            loopback: hl & HLREG0_LPBK != 0,
+        };
     }
 
     /// Whether any queue is enabled (the engine may idle when none is).
@@ -338,6 +392,11 @@ impl Port {
     /// sweep takes `BAR0_DWORDS / SWEEP_DWORDS` calls. Reading all 128 KiB at every call would
     /// cost tens of microseconds of memory bandwidth.
     pub fn scan(&mut self) {
+        self.apply_driver_writes();
+        self.refresh_paths();
+    }
+
+    fn apply_driver_writes(&mut self) {
         self.publish_rx_head();
         if self.config.poll() {
             self.update_status();
@@ -757,45 +816,48 @@ impl Port {
     // ---------------------------------------------------------------- receive
 
     /// A frame (without FCS) arrives from the wire [model §4.3].
+    #[inline]
     pub fn receive(&mut self, dma: &mut impl DmaSpace, frame: &[u8]) {
-        if !self.rx_path_open() {
+        let cfg = self.paths;
+        if !cfg.rx_open {
             self.drops.rx_disabled += 1;
             return;
         }
         let wire_len = frame.len() + FCS_LEN;
-        self.counters.tpr += 1;
-        self.counters.tor += wire_len as u64;
+        let c = &mut self.counters;
+        c.tpr += 1;
+        c.tor += wire_len as u64;
         if wire_len < MIN_FRAME + FCS_LEN {
-            self.counters.ruc += 1;
+            c.ruc += 1;
             return;
         }
-        let hl = self.reg(HLREG0);
-        let vlan = frame.len() >= 14 && frame[12..14] == [0x81, 0x00];
-        let max = if hl & HLREG0_JUMBOEN != 0 {
-            (self.reg(MAXFRS) >> 16) as usize
-        } else if vlan {
-            1522
+        if wire_len > cfg.max_untagged && (wire_len > cfg.max_tagged || frame[12..14] != [0x81, 0x00]) {
+            c.roc += 1;
+            return;
+        }
+        // L2 filtering [DS 7.1.1.1].
+        let dst = mac_key(frame);
+        let group = frame[0] & 1 != 0;
+        let accepted = if dst == BROADCAST_KEY {
+            cfg.fctrl & (FCTRL_MPE | FCTRL_BAM) != 0
         } else {
-            1518
+            let promiscuous = if group { FCTRL_MPE } else { FCTRL_UPE };
+            cfg.fctrl & promiscuous != 0 || self.rar.contains(&dst)
         };
-        if wire_len > max {
-            self.counters.roc += 1;
-            return;
-        }
-        if !self.l2_accepts(frame) {
+        if !accepted {
             self.drops.filtered += 1;
             return;
         }
-        let strip = hl & HLREG0_RXCRCSTRP != 0;
-        self.counters.gprc += 1;
-        self.counters.gorc += if strip { frame.len() } else { wire_len } as u64;
-        if frame[0..6] == [0xFF; 6] {
-            self.counters.bprc += 1;
-        } else if frame[0] & 1 != 0 {
-            self.counters.mprc += 1;
+        let c = &mut self.counters;
+        c.gprc += 1;
+        c.gorc += if cfg.strip_crc { frame.len() } else { wire_len } as u64;
+        if dst == BROADCAST_KEY {
+            c.bprc += 1;
+        } else if group {
+            c.mprc += 1;
         }
         // Without RSS, VT or filters every accepted frame goes to queue 0 [DS 7.1.2].
-        let q = self.rx[0];
+        let q = &self.rx[0];
         if !q.enabled || q.faulted {
             self.drops.queue_disabled += 1;
             return;
@@ -805,23 +867,18 @@ impl Port {
             self.drain_fifo(dma);
             return;
         }
-        match self.write_rx(dma, frame, strip) {
+        match self.write_rx(dma, frame, cfg.strip_crc) {
             RxWrite::Written => {}
             RxWrite::Fault => self.drops.dma_fault += 1,
-            RxWrite::NoRoom if q.drop_en => self.counters.qprdc[q.stat] += 1,
-            RxWrite::NoRoom => self.fifo_push(frame),
+            RxWrite::NoRoom => {
+                let q = &self.rx[0];
+                if q.drop_en {
+                    self.counters.qprdc[q.stat] += 1;
+                } else {
+                    self.fifo_push(frame);
+                }
+            }
         }
-    }
-
-    fn l2_accepts(&self, frame: &[u8]) -> bool {
-        // [DS 7.1.1.1]
-        let fctrl = self.reg(FCTRL);
-        let dst: &[u8] = &frame[0..6];
-        if dst == [0xFF; 6] {
-            return fctrl & (FCTRL_MPE | FCTRL_BAM) != 0;
-        }
-        let promiscuous = if dst[0] & 1 != 0 { FCTRL_MPE } else { FCTRL_UPE };
-        fctrl & promiscuous != 0 || self.rar.iter().any(|a| a[..] == *dst)
     }
 
     /// Packet-buffer capacity from RXPBSIZE(0) (bits 19:10, KB).
@@ -854,10 +911,10 @@ impl Port {
         if self.fifo.is_empty() {
             return;
         }
-        if !self.rx_path_open() || !self.rx[0].enabled || self.rx[0].faulted {
+        if !self.paths.rx_open || !self.rx[0].enabled || self.rx[0].faulted {
             return;
         }
-        let strip = self.reg(HLREG0) & HLREG0_RXCRCSTRP != 0;
+        let strip = self.paths.strip_crc;
         while let Some(frame) = self.fifo.pop_front() {
             match self.write_rx(dma, &frame, strip) {
                 RxWrite::NoRoom => {
@@ -872,17 +929,63 @@ impl Port {
         }
     }
 
+    /// Writes one frame into the ring of queue 0 [model §4.3].
+    #[inline]
     fn write_rx(&mut self, dma: &mut impl DmaSpace, frame: &[u8], strip: bool) -> RxWrite {
+        let q = &self.rx[0];
+        if !(strip && frame.len() <= q.buf_size) {
+            return self.write_rx_chained(dma, frame, strip);
+        }
+        // The common case: one buffer, no FCS. The device owns descriptors from head up to (not
+        // including) tail [DS 7.1.9], so it owns one if head != tail.
+        if q.head == q.tail {
+            return RxWrite::NoRoom;
+        }
+        let ring = match q.ring {
+            Some(r) if r.valid_in(dma) => r,
+            _ => match Ring::resolve(dma, q.base, q.size) {
+                Some(r) => {
+                    self.rx[0].ring = Some(r);
+                    r
+                }
+                // Not one piece of driver memory: resolve (and report) descriptor by descriptor.
+                None => return self.write_rx_chained(dma, frame, strip),
+            },
+        };
+        let q = &self.rx[0];
+        let (head, advanced, stat) = (q.head, q.advanced, q.stat);
+        let next = if head + 1 == q.size { 0 } else { head + 1 };
+        let buf = ring.read_qword0(dma, head);
+        if !dma::write(dma, buf, frame) {
+            self.fault("rx", 0, head, buf, "packet buffer write");
+            return RxWrite::Fault;
+        }
+        // The data must be visible before DD [DS 7.1.6 / model §4.3].
+        fence(Ordering::Release);
+        let n = frame.len() as u64;
+        if advanced {
+            // Advanced write-back overwrites qword 0 (no RSS, no packet type) [DS 7.1.6.2].
+            ring.write(dma, head, 0, RX_DD | RX_EOP | n << 32);
+        } else {
+            // Legacy write-back leaves qword 0 (the buffer address) untouched [DS 7.1.5].
+            ring.write_qword1(dma, head, n | (RX_DD | RX_EOP) << 32);
+        }
+        self.rx[0].head = next; // RDH itself is published once per engine iteration
+        self.counters.qprc[stat] += 1;
+        self.counters.qbrc[stat] += n;
+        RxWrite::Written
+    }
+
+    /// [`Self::write_rx`] for frames that span several buffers or carry the FCS.
+    #[cold]
+    fn write_rx_chained(&mut self, dma: &mut impl DmaSpace, frame: &[u8], strip: bool) -> RxWrite {
         let q = self.rx[0];
         let total = frame.len() + if strip { 0 } else { FCS_LEN };
-        let need = if total <= q.buf_size { 1 } else { total.div_ceil(q.buf_size) as u32 };
-        // Descriptors the device owns: head up to (not including) tail [DS 7.1.9]. No division
-        // on this path: it runs once per frame.
+        let need = total.div_ceil(q.buf_size) as u32;
         let owned = if q.tail >= q.head { q.tail - q.head } else { q.tail + q.size - q.head };
         if q.size == 0 || owned < need {
             return RxWrite::NoRoom;
         }
-        // The FCS is computed only when the driver keeps it (HLREG0.RXCRCSTRP = 0).
         let fcs = if strip { [0; FCS_LEN] } else { crc32(frame).to_le_bytes() };
         let mut head = q.head;
         let mut done = 0;
@@ -936,7 +1039,7 @@ impl Port {
     /// leave no faster than line rate: a frame starts only when the wire is free.
     pub fn transmit(&mut self, dma: &mut impl DmaSpace, now_ps: u64, batch: &mut TxBatch) {
         let n = self.active_tx.len();
-        if n == 0 || self.tx_paused || !self.tx_path_open() {
+        if n == 0 || self.tx_paused || !self.paths.tx_open {
             return;
         }
         for k in 0..n {
@@ -956,6 +1059,7 @@ impl Port {
             return;
         }
         let start_head = q.head;
+        let ring = Ring::resolve(dma, q.base, q.size);
         let mut write_head_back = false;
         let mut processed = 0;
         while q.head != q.tail && processed < 64 && !batch.is_full() {
@@ -963,10 +1067,16 @@ impl Port {
                 break;
             }
             let desc = q.base + u64::from(q.head) * 16;
-            let (Some(addr), Some(qword1)) = (dma::read_u64(dma, desc), dma::read_u64(dma, desc + 8)) else {
-                self.fault("tx", qi, q.head, desc, "descriptor read");
-                q.faulted = true;
-                break;
+            let (addr, qword1) = match ring {
+                Some(r) => r.read(dma, q.head),
+                None => match dma::read_descriptor(dma, desc) {
+                    Some(d) => d,
+                    None => {
+                        self.fault("tx", qi, q.head, desc, "descriptor read");
+                        q.faulted = true;
+                        break;
+                    }
+                },
             };
             let cmd = (qword1 >> 24) as u8;
             let len = (qword1 & 0xFFFF) as usize;
@@ -1001,15 +1111,11 @@ impl Port {
                         );
                     }
                     q.frame_bad = true;
-                } else {
-                    let start = q.frame.len();
-                    q.frame.resize(start + len, 0);
-                    if !dma::read(dma, addr, &mut q.frame[start..]) {
-                        self.fault("tx", qi, q.head, addr, "packet buffer read");
-                        q.faulted = true;
-                        q.frame.clear();
-                        break;
-                    }
+                } else if !dma::read_append(dma, addr, len, &mut q.frame) {
+                    self.fault("tx", qi, q.head, addr, "packet buffer read");
+                    q.faulted = true;
+                    q.frame.clear();
+                    break;
                 }
             }
             if carries_data && cmd & TX_EOP != 0 {
@@ -1023,11 +1129,18 @@ impl Port {
             if q.head_wb.is_some() {
                 // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2; model §8.1].
                 write_head_back |= cmd & TX_RS != 0;
-            } else if (cmd & TX_RS != 0 || q.wthresh > 0) && !dma::write_u32(dma, desc + 12, (qword1 >> 32) as u32 | 1)
-            {
-                self.fault("tx", qi, q.head, desc, "descriptor write-back");
-                q.faulted = true;
-                break;
+            } else if cmd & TX_RS != 0 || q.wthresh > 0 {
+                // DD in the status byte, the rest of the upper dword kept [DS 7.2.3.2.2].
+                let status = (qword1 >> 32) as u32 | 1;
+                match ring {
+                    Some(r) => r.write_dword3(dma, q.head, status),
+                    None if dma::write_u32(dma, desc + 12, status) => {}
+                    None => {
+                        self.fault("tx", qi, q.head, desc, "descriptor write-back");
+                        q.faulted = true;
+                        break;
+                    }
+                }
             }
             q.head = if q.head + 1 == q.size { 0 } else { q.head + 1 };
             processed += 1;
@@ -1047,13 +1160,13 @@ impl Port {
     }
 
     fn emit(&mut self, q: &mut TxQueue, ifcs: bool, now_ps: u64, batch: &mut TxBatch) {
-        let hl = self.reg(HLREG0);
-        if !(ifcs && hl & HLREG0_TXCRCEN != 0) {
+        let cfg = self.paths;
+        if !(ifcs && cfg.tx_crc) {
             // The driver supplied the FCS as the last 4 bytes [DS 7.2.3.2.2, IFCS].
             let l = q.frame.len().saturating_sub(FCS_LEN);
             q.frame.truncate(l);
         }
-        if q.frame.len() < MIN_FRAME && hl & HLREG0_TXPADEN != 0 {
+        if q.frame.len() < MIN_FRAME && cfg.tx_pad {
             q.frame.resize(MIN_FRAME, 0); // pad to 64 bytes with FCS [DS 8.2.3.22.8]
         }
         if q.frame.is_empty() {
@@ -1074,7 +1187,7 @@ impl Port {
             }
         }
         let end = self.tx_wire.send(now_ps, q.frame.len());
-        batch.push_swap(&mut q.frame, end, hl & HLREG0_LPBK != 0);
+        batch.push_swap(&mut q.frame, end, cfg.loopback);
     }
 
     // ---------------------------------------------------------------- statistics

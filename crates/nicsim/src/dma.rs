@@ -13,43 +13,110 @@ use platform::pagemap::Pagemap;
 use platform::MappedRegion;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
+use std::cell::Cell;
+use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
 /// 2 MiB: the granularity of physical contiguity we rely on.
 pub const HUGEPAGE: u64 = 2 << 20;
 
+/// Where a physical address lies: at `offset` in region `region` of a [`DmaSpace`], with
+/// `avail` bytes from there physically contiguous in that region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Location {
+    pub region: usize,
+    pub offset: usize,
+    pub avail: usize,
+}
+
 /// Resolves physical addresses for the device engines.
+///
+/// Resolution is split so that the per-frame paths hold no mutable borrow: [`Self::locate`]
+/// looks only at memory already known, [`Self::discover`] looks for memory the driver mapped
+/// since. Region indices stay valid until [`Self::maintain`] (the engine's slow path) drops
+/// the memory of processes that exited, which changes [`Self::generation`]; a [`Location`]
+/// kept across engine iterations must be checked against it.
 pub trait DmaSpace {
-    /// The memory at `phys`: a region, the offset of `phys` in it, and how many bytes from there
-    /// are physically contiguous in that region. `None` is a DMA fault.
-    fn lookup(&mut self, phys: u64) -> Option<(&MappedRegion, usize, usize)>;
+    /// `phys` in the memory known now, without system calls. `None`: unknown (so far).
+    fn locate(&self, phys: u64) -> Option<Location>;
+
+    /// The mapping of a region named by a [`Location`] of the current generation.
+    fn region(&self, index: usize) -> &MappedRegion;
+
+    /// Looks for driver memory mapped since the last look, after `phys` did not resolve;
+    /// `true` if something new was found.
+    fn discover(&mut self, _phys: u64) -> bool {
+        false
+    }
+
+    /// Changes whenever region indices may have changed.
+    fn generation(&self) -> u64 {
+        0
+    }
 
     /// Periodic housekeeping from the engine's slow path (e.g. dropping memory of processes
     /// that exited).
     fn maintain(&mut self) {}
 }
 
+/// `phys` in `space`, looking for newly mapped memory if it is unknown. `None` is a DMA fault.
+#[inline(always)]
+pub fn resolve(space: &mut impl DmaSpace, phys: u64) -> Option<Location> {
+    match space.locate(phys) {
+        Some(l) => Some(l),
+        None => discover_and_locate(space, phys),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn discover_and_locate(space: &mut impl DmaSpace, phys: u64) -> Option<Location> {
+    if space.discover(phys) {
+        space.locate(phys)
+    } else {
+        None
+    }
+}
+
+/// `len` contiguous bytes at `phys`, if they lie in one extent.
+#[inline(always)]
+pub fn resolve_range(space: &mut impl DmaSpace, phys: u64, len: usize) -> Option<Location> {
+    resolve(space, phys).filter(|l| l.avail >= len)
+}
+
 /// Reads `buf.len()` bytes at `phys`; `false` on a DMA fault (then nothing was read).
 #[inline(always)]
 pub fn read(space: &mut impl DmaSpace, phys: u64, buf: &mut [u8]) -> bool {
     // Fast path: one contiguous extent.
-    if let Some((region, off, avail)) = space.lookup(phys) {
-        if avail >= buf.len() {
-            region.read_bytes(off, buf);
-            return true;
-        }
+    if let Some(l) = resolve_range(space, phys, buf.len()) {
+        space.region(l.region).read_bytes(l.offset, buf);
+        return true;
     }
     each_extent(space, phys, buf.len(), |r, off, done, n| r.read_bytes(off, &mut buf[done..done + n]))
+}
+
+/// Appends `len` bytes at `phys` to `buf`; `false` on a DMA fault (then `buf` is unchanged).
+#[inline(always)]
+pub fn read_append(space: &mut impl DmaSpace, phys: u64, len: usize, buf: &mut Vec<u8>) -> bool {
+    if let Some(l) = resolve_range(space, phys, len) {
+        space.region(l.region).read_append(l.offset, len, buf);
+        return true;
+    }
+    let start = buf.len();
+    buf.resize(start + len, 0);
+    let ok = read(space, phys, &mut buf[start..]);
+    if !ok {
+        buf.truncate(start);
+    }
+    ok
 }
 
 /// Writes `data` at `phys`; `false` on a DMA fault (then nothing was written).
 #[inline(always)]
 pub fn write(space: &mut impl DmaSpace, phys: u64, data: &[u8]) -> bool {
-    if let Some((region, off, avail)) = space.lookup(phys) {
-        if avail >= data.len() {
-            region.write_bytes(off, data);
-            return true;
-        }
+    if let Some(l) = resolve_range(space, phys, data.len()) {
+        space.region(l.region).write_bytes(l.offset, data);
+        return true;
     }
     each_extent(space, phys, data.len(), |r, off, done, n| r.write_bytes(off, &data[done..done + n]))
 }
@@ -57,10 +124,8 @@ pub fn write(space: &mut impl DmaSpace, phys: u64, data: &[u8]) -> bool {
 /// Reads a little-endian u64.
 #[inline(always)]
 pub fn read_u64(space: &mut impl DmaSpace, phys: u64) -> Option<u64> {
-    if let Some((region, off, avail)) = space.lookup(phys) {
-        if avail >= 8 {
-            return Some(region.read_u64(off));
-        }
+    if let Some(l) = resolve_range(space, phys, 8) {
+        return Some(space.region(l.region).read_u64(l.offset));
     }
     let mut b = [0u8; 8];
     read(space, phys, &mut b).then(|| u64::from_le_bytes(b))
@@ -69,25 +134,108 @@ pub fn read_u64(space: &mut impl DmaSpace, phys: u64) -> Option<u64> {
 /// Writes a little-endian u64 (one store when it does not straddle extents).
 #[inline(always)]
 pub fn write_u64(space: &mut impl DmaSpace, phys: u64, value: u64) -> bool {
-    if let Some((region, off, avail)) = space.lookup(phys) {
-        if avail >= 8 {
-            region.write_u64(off, value);
-            return true;
-        }
+    if let Some(l) = resolve_range(space, phys, 8) {
+        space.region(l.region).write_u64(l.offset, value);
+        return true;
     }
     write(space, phys, &value.to_le_bytes())
+}
+
+/// Reads a 16-byte descriptor as two little-endian qwords (one resolution).
+#[inline(always)]
+pub fn read_descriptor(space: &mut impl DmaSpace, phys: u64) -> Option<(u64, u64)> {
+    if let Some(l) = resolve_range(space, phys, 16) {
+        let r = space.region(l.region);
+        return Some((r.read_u64(l.offset), r.read_u64(l.offset + 8)));
+    }
+    Some((read_u64(space, phys)?, read_u64(space, phys + 8)?))
+}
+
+/// Writes back a 16-byte descriptor: qword 0, then (after a release fence, so a driver that
+/// sees qword 1 also sees qword 0) qword 1.
+#[inline(always)]
+pub fn write_descriptor(space: &mut impl DmaSpace, phys: u64, qword0: u64, qword1: u64) -> bool {
+    if let Some(l) = resolve_range(space, phys, 16) {
+        let r = space.region(l.region);
+        r.write_u64(l.offset, qword0);
+        fence(Ordering::Release);
+        r.write_u64(l.offset + 8, qword1);
+        return true;
+    }
+    write_u64(space, phys, qword0) && {
+        fence(Ordering::Release);
+        write_u64(space, phys + 8, qword1)
+    }
 }
 
 /// Writes a little-endian u32.
 #[inline(always)]
 pub fn write_u32(space: &mut impl DmaSpace, phys: u64, value: u32) -> bool {
-    if let Some((region, off, avail)) = space.lookup(phys) {
-        if avail >= 4 {
-            region.write_u32(off, value);
-            return true;
-        }
+    if let Some(l) = resolve_range(space, phys, 4) {
+        space.region(l.region).write_u32(l.offset, value);
+        return true;
     }
     write(space, phys, &value.to_le_bytes())
+}
+
+/// A descriptor ring resolved once for a run of accesses: it lies in one extent. Valid for
+/// the [`DmaSpace::generation`] it was made in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ring {
+    location: Location,
+    generation: u64,
+}
+
+impl Ring {
+    /// The ring of `size` 16-byte descriptors at `base`, if it resolves as one piece
+    /// (otherwise every descriptor is resolved, and faults reported, on its own).
+    #[inline]
+    pub fn resolve(space: &mut impl DmaSpace, base: u64, size: u32) -> Option<Ring> {
+        let location = resolve_range(space, base, size as usize * 16)?;
+        Some(Ring { location, generation: space.generation() })
+    }
+
+    /// Whether the ring still resolves the same way in `space`.
+    #[inline(always)]
+    pub fn valid_in(&self, space: &impl DmaSpace) -> bool {
+        self.generation == space.generation()
+    }
+
+    /// Descriptor `index` (below the size given to [`Self::resolve`]) as two qwords.
+    #[inline(always)]
+    pub fn read(&self, space: &impl DmaSpace, index: u32) -> (u64, u64) {
+        let r = space.region(self.location.region);
+        let off = self.location.offset + index as usize * 16;
+        (r.read_u64(off), r.read_u64(off + 8))
+    }
+
+    /// Qword 0 of descriptor `index`.
+    #[inline(always)]
+    pub fn read_qword0(&self, space: &impl DmaSpace, index: u32) -> u64 {
+        space.region(self.location.region).read_u64(self.location.offset + index as usize * 16)
+    }
+
+    /// Writes qword 1 of descriptor `index`.
+    #[inline(always)]
+    pub fn write_qword1(&self, space: &impl DmaSpace, index: u32, value: u64) {
+        space.region(self.location.region).write_u64(self.location.offset + index as usize * 16 + 8, value);
+    }
+
+    /// Writes the upper dword of descriptor `index` (the TX status write-back).
+    #[inline(always)]
+    pub fn write_dword3(&self, space: &impl DmaSpace, index: u32, value: u32) {
+        space.region(self.location.region).write_u32(self.location.offset + index as usize * 16 + 12, value);
+    }
+
+    /// Writes descriptor `index`: qword 0, a release fence, qword 1.
+    #[inline(always)]
+    pub fn write(&self, space: &impl DmaSpace, index: u32, qword0: u64, qword1: u64) {
+        let r = space.region(self.location.region);
+        let off = self.location.offset + index as usize * 16;
+        r.write_u64(off, qword0);
+        fence(Ordering::Release);
+        r.write_u64(off + 8, qword1);
+    }
 }
 
 /// Applies `f` to each contiguous piece of `[phys, phys + len)` after checking that the whole
@@ -101,16 +249,16 @@ fn each_extent(
     let mut done = 0;
     while done < len {
         let Some(at) = phys.checked_add(done as u64) else { return false };
-        match space.lookup(at) {
-            Some((_, _, avail)) if avail > 0 => done += avail.min(len - done),
+        match resolve(space, at) {
+            Some(l) if l.avail > 0 => done += l.avail.min(len - done),
             _ => return false,
         }
     }
     let mut done = 0;
     while done < len {
-        let (region, off, avail) = space.lookup(phys + done as u64).expect("checked above");
-        let n = avail.min(len - done);
-        f(region, off, done, n);
+        let l = space.locate(phys + done as u64).expect("resolved above");
+        let n = l.avail.min(len - done);
+        f(space.region(l.region), l.offset, done, n);
         done += n;
     }
     true
@@ -123,10 +271,14 @@ pub struct FlatDmaSpace {
 }
 
 impl DmaSpace for FlatDmaSpace {
-    fn lookup(&mut self, phys: u64) -> Option<(&MappedRegion, usize, usize)> {
+    fn locate(&self, phys: u64) -> Option<Location> {
         let off = phys.checked_sub(self.base)?;
-        let off = usize::try_from(off).ok().filter(|&o| o < self.region.len())?;
-        Some((&self.region, off, self.region.len() - off))
+        let offset = usize::try_from(off).ok().filter(|&o| o < self.region.len())?;
+        Some(Location { region: 0, offset, avail: self.region.len() - offset })
+    }
+
+    fn region(&self, _index: usize) -> &MappedRegion {
+        &self.region
     }
 }
 
@@ -174,9 +326,12 @@ pub struct ProcDmaSpace {
     bars: Vec<((u32, u32), u64)>,
     regions: Vec<Region>,
     extents: Vec<Extent>,
-    /// The extent of the last successful lookup, copied out so the common case (the next
-    /// access falls in the same extent) is two compares and an add.
-    hit: Hit,
+    /// The extents of the last two successful look-ups (most recent first), copied out so
+    /// the common case is a compare and an add. Two, because drivers that allocate rings and
+    /// packet buffers separately alternate between two extents.
+    hit: Cell<[Hit; 2]>,
+    /// Bumped when regions are dropped (their indices change).
+    generation: u64,
     driver_pids: Vec<u32>,
     last_quick_scan: Option<Instant>,
     last_full_scan: Option<Instant>,
@@ -204,7 +359,8 @@ impl ProcDmaSpace {
             bars,
             regions: Vec::new(),
             extents: Vec::new(),
-            hit: Hit::NONE,
+            hit: Cell::new([Hit::NONE; 2]),
+            generation: 0,
             driver_pids: Vec::new(),
             last_quick_scan: None,
             last_full_scan: None,
@@ -229,7 +385,9 @@ impl ProcDmaSpace {
     }
 
     /// Rescans: `full` looks at every process, otherwise only at known driver processes.
-    pub fn rescan(&mut self, full: bool) {
+    /// Regions of mappings that are gone are dropped only with `forget` (from `maintain`),
+    /// so that region indices stay valid between engine iterations.
+    pub fn rescan(&mut self, full: bool, forget: bool) {
         self.scans += 1;
         let pids: Vec<u32> = if full {
             std::fs::read_dir("/proc")
@@ -268,9 +426,15 @@ impl ProcDmaSpace {
             }
         }
         if full {
-            // Forget mappings that are gone (process exited or unmapped them), releasing pages.
-            self.regions.retain(|r| seen.contains(&r.key));
             self.driver_pids = drivers;
+        }
+        if full && forget {
+            // Forget mappings that are gone (process exited or unmapped them), releasing pages.
+            let before = self.regions.len();
+            self.regions.retain(|r| seen.contains(&r.key));
+            if self.regions.len() != before {
+                self.generation += 1;
+            }
         }
         self.rebuild_extents();
     }
@@ -308,46 +472,64 @@ impl ProcDmaSpace {
             merged.push(e);
         }
         self.extents = merged;
-        self.hit = Hit::NONE;
+        self.hit.set([Hit::NONE; 2]);
     }
 
+    fn location_of(h: Hit, phys: u64) -> Location {
+        let within = (phys - h.phys) as usize;
+        Location { region: h.region, offset: h.offset + within, avail: h.len as usize - within }
+    }
+
+    /// `phys` among the known extents (binary search), remembered as the latest hit.
     #[cold]
-    fn lookup_slow(&mut self, phys: u64) -> Option<usize> {
-        if let Some(i) = self.find(phys) {
-            return Some(i);
-        }
-        // Unknown address: maybe the driver allocated memory since the last scan.
-        let now = Instant::now();
-        let stale = |t: Option<Instant>, d: Duration| t.is_none_or(|t| now.duration_since(t) > d);
-        if stale(self.last_quick_scan, Duration::from_millis(2)) {
-            self.last_quick_scan = Some(now);
-            self.rescan(false);
-            if let Some(i) = self.find(phys) {
-                return Some(i);
-            }
-        }
-        if stale(self.last_full_scan, Duration::from_millis(50)) {
-            self.last_full_scan = Some(now);
-            self.rescan(true);
-            return self.find(phys);
-        }
-        None
+    fn locate_known(&self, phys: u64) -> Option<Location> {
+        let e = self.extents[self.find(phys)?];
+        let h = Hit { phys: e.phys, len: e.len, region: e.region, offset: e.offset };
+        self.hit.set([h, self.hit.get()[0]]);
+        Some(Self::location_of(h, phys))
     }
 }
 
 impl DmaSpace for ProcDmaSpace {
     #[inline(always)]
-    fn lookup(&mut self, phys: u64) -> Option<(&MappedRegion, usize, usize)> {
-        let h = self.hit;
-        if phys.wrapping_sub(h.phys) >= h.len {
-            let i = self.lookup_slow(phys)?;
-            let e = self.extents[i];
-            self.hit = Hit { phys: e.phys, len: e.len, region: e.region, offset: e.offset };
+    fn locate(&self, phys: u64) -> Option<Location> {
+        let hits = self.hit.get();
+        if phys.wrapping_sub(hits[0].phys) < hits[0].len {
+            return Some(Self::location_of(hits[0], phys));
         }
-        let h = self.hit;
-        let within = (phys - h.phys) as usize;
-        let region = &self.regions.get(h.region)?.map;
-        Some((region, h.offset + within, h.len as usize - within))
+        if phys.wrapping_sub(hits[1].phys) < hits[1].len {
+            self.hit.set([hits[1], hits[0]]);
+            return Some(Self::location_of(hits[1], phys));
+        }
+        self.locate_known(phys)
+    }
+
+    #[inline(always)]
+    fn region(&self, index: usize) -> &MappedRegion {
+        &self.regions[index].map
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    fn discover(&mut self, phys: u64) -> bool {
+        // Unknown address: maybe the driver allocated memory since the last scan.
+        let now = Instant::now();
+        let stale = |t: Option<Instant>, d: Duration| t.is_none_or(|t| now.duration_since(t) > d);
+        if stale(self.last_quick_scan, Duration::from_millis(2)) {
+            self.last_quick_scan = Some(now);
+            self.rescan(false, false);
+            if self.find(phys).is_some() {
+                return true;
+            }
+        }
+        if stale(self.last_full_scan, Duration::from_millis(50)) {
+            self.last_full_scan = Some(now);
+            self.rescan(true, false);
+            return self.find(phys).is_some();
+        }
+        false
     }
 
     fn maintain(&mut self) {
@@ -359,7 +541,7 @@ impl DmaSpace for ProcDmaSpace {
         let gone = self.regions.iter().any(|r| !std::path::Path::new(&format!("/proc/{}", r.key.pid)).exists());
         if gone {
             self.last_full_scan = Some(Instant::now());
-            self.rescan(true);
+            self.rescan(true, true);
         }
     }
 }

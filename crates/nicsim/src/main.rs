@@ -481,6 +481,9 @@ fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
         "total_into_rx_rings_mpps": total_rx,
         "total_drained_from_tx_rings_mpps": total_tx,
         "engine_iterations_per_second": (s1.iterations - s0.iterations) as f64 / secs,
+        // Whole-run totals (warm-up included), to divide a profile of the whole run by.
+        "rx_frames_since_start": s1.ports.iter().map(|p| p.device.qprc[0]).sum::<u64>(),
+        "engine_iterations_since_start": s1.iterations,
     });
     if json {
         println!("{result}");

@@ -246,49 +246,61 @@ impl Generator {
         self.active = false;
     }
 
-    /// Produces the next frame if one is due at `now_ps`, calling `deliver(frame, wire_end_ps)`.
-    /// Returns false when nothing is due.
+    /// Delivers the frames due at `now_ps`, at most `max`, calling `deliver(frame, wire_end_ps)`
+    /// for each; returns how many. Frames are due when their turn at the configured rate has
+    /// come (looking [`LOOKAHEAD_PS`] ahead) and the wire is free.
     #[inline]
-    pub fn next(&mut self, now_ps: u64, wire: &mut WireClock, deliver: &mut impl FnMut(&[u8], u64)) -> bool {
+    pub fn burst(
+        &mut self,
+        now_ps: u64,
+        wire: &mut WireClock,
+        max: usize,
+        deliver: &mut impl FnMut(&[u8], u64),
+    ) -> usize {
         if !self.active {
-            return false;
+            return 0;
         }
-        if self.spec.count.is_some_and(|c| self.sent_this_start >= c) || self.end_ps.is_some_and(|e| now_ps >= e) {
+        let left = self.spec.count.map_or(u64::MAX, |c| c.saturating_sub(self.sent_this_start));
+        if left == 0 || self.end_ps.is_some_and(|e| now_ps >= e) {
             self.active = false;
-            return false;
+            return 0;
         }
-        if self.next_x1000 / 1000 > now_ps + LOOKAHEAD_PS || !wire.ready(now_ps) {
-            return false;
-        }
+        let max = (max as u64).min(left) as usize;
+        // Due while next_x1000 / 1000 <= now + lookahead.
+        let due_before_x1000 = (now_ps + LOOKAHEAD_PS + 1) * 1000;
         // Forget time we could not keep up with (bounded burst), as the wire clock does.
         let floor = now_ps.saturating_sub(BURST_PS) * 1000;
         if self.next_x1000 < floor {
             self.next_x1000 = floor;
         }
-        self.next_x1000 += self.interval_ps_x1000;
-        let swept = !self.sweep.is_empty();
-        if swept {
-            // Borrow this size's template for one frame; it is swapped back below.
-            let (f, partial) = &mut self.sweep[self.sweep_at];
-            std::mem::swap(&mut self.frame, f);
-            std::mem::swap(&mut self.ip_partial, partial);
+        let mut n = 0;
+        while n < max && self.next_x1000 < due_before_x1000 && wire.ready(now_ps) {
+            self.next_x1000 += self.interval_ps_x1000;
+            let swept = !self.sweep.is_empty();
+            if swept {
+                // Borrow this size's template for one frame; it is swapped back below.
+                let (f, partial) = &mut self.sweep[self.sweep_at];
+                std::mem::swap(&mut self.frame, f);
+                std::mem::swap(&mut self.ip_partial, partial);
+            }
+            let end = wire.send(now_ps, self.frame.len());
+            let seq = self.sent;
+            let flow = self.flow;
+            self.flow = if flow + 1 >= self.spec.flows { 0 } else { flow + 1 };
+            self.patch(seq, end / 1000, flow);
+            deliver(&self.frame, end);
+            self.sent += 1;
+            self.bytes += self.frame.len() as u64;
+            if swept {
+                let (f, partial) = &mut self.sweep[self.sweep_at];
+                std::mem::swap(&mut self.frame, f);
+                std::mem::swap(&mut self.ip_partial, partial);
+                self.sweep_at = (self.sweep_at + 1) % self.sweep.len();
+            }
+            n += 1;
         }
-        let end = wire.send(now_ps, self.frame.len());
-        let seq = self.sent;
-        let flow = self.flow;
-        self.flow = if flow + 1 >= self.spec.flows { 0 } else { flow + 1 };
-        self.patch(seq, end / 1000, flow);
-        deliver(&self.frame, end);
-        self.sent += 1;
-        self.sent_this_start += 1;
-        self.bytes += self.frame.len() as u64;
-        if swept {
-            let (f, partial) = &mut self.sweep[self.sweep_at];
-            std::mem::swap(&mut self.frame, f);
-            std::mem::swap(&mut self.ip_partial, partial);
-            self.sweep_at = (self.sweep_at + 1) % self.sweep.len();
-        }
-        true
+        self.sent_this_start += n as u64;
+        n
     }
 
     fn patch(&mut self, seq: u64, timestamp_ns: u64, flow: u32) {
@@ -593,7 +605,7 @@ mod tests {
         let mut got = Vec::new();
         let mut now = 0;
         while got.len() < 6 && now < 10_000_000 {
-            g.next(now, &mut wire, &mut |f: &[u8], _| got.push(f.to_vec()));
+            g.burst(now, &mut wire, 1, &mut |f: &[u8], _| got.push(f.to_vec()));
             now += 10_000;
         }
         assert_eq!(got.len(), 5, "count is honoured");
@@ -620,7 +632,7 @@ mod tests {
         let mut wire = WireClock::new(10.0);
         let mut got = Vec::new();
         for now in (0..10_000_000).step_by(10_000) {
-            g.next(now, &mut wire, &mut |f: &[u8], _| got.push(f.to_vec()));
+            g.burst(now, &mut wire, 1, &mut |f: &[u8], _| got.push(f.to_vec()));
         }
         let lengths: Vec<usize> = got.iter().map(|f| f.len()).collect();
         assert_eq!(lengths, [60, 61, 62, 63, 60, 61]);
@@ -633,7 +645,7 @@ mod tests {
         g.start(spec, [0x02, 0, 0, 0, 0, 1], 10.0, 20_000_000);
         let mut more = Vec::new();
         for now in (20_000_000..30_000_000).step_by(10_000) {
-            g.next(now, &mut wire, &mut |f: &[u8], _| more.push(parse_payload(f).unwrap().1));
+            g.burst(now, &mut wire, 1, &mut |f: &[u8], _| more.push(parse_payload(f).unwrap().1));
         }
         assert_eq!(more, [6, 7, 8, 9, 10, 11]);
     }
