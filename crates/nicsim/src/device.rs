@@ -366,9 +366,7 @@ impl Port {
             (1518, 1522)
         };
         self.paths = PathConfig {
-            rx_open: self.reg(RXCTRL) & RXCTRL_RXEN != 0
-                && self.reg(SECRXCTRL) & SECRXCTRL_RX_DIS == 0
-                && dma_allowed,
+            rx_open: self.reg(RXCTRL) & RXCTRL_RXEN != 0 && self.reg(SECRXCTRL) & SECRXCTRL_RX_DIS == 0 && dma_allowed,
             tx_open: self.reg(DMATXCTL) & DMATXCTL_TE != 0 && dma_allowed,
             strip_crc: hl & HLREG0_RXCRCSTRP != 0,
             max_untagged,

@@ -11,9 +11,9 @@
 
 use platform::pagemap::Pagemap;
 use platform::MappedRegion;
+use std::cell::Cell;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
-use std::cell::Cell;
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
@@ -604,5 +604,74 @@ mod tests {
         assert_eq!(b, [1, 2, 3, 4]);
         assert!(read_u64(&mut space, 0x0F_FFFF).is_none(), "below the base");
         assert!(!write_u64(&mut space, u64::MAX - 2, 1), "address overflow");
+    }
+
+    /// A flat space whose regions can be "dropped", as `maintain` does.
+    struct Churning {
+        flat: FlatDmaSpace,
+        generation: u64,
+    }
+
+    impl DmaSpace for Churning {
+        fn locate(&self, phys: u64) -> Option<Location> {
+            self.flat.locate(phys)
+        }
+        fn region(&self, index: usize) -> &MappedRegion {
+            self.flat.region(index)
+        }
+        fn generation(&self) -> u64 {
+            self.generation
+        }
+    }
+
+    #[test]
+    fn rings_resolve_as_one_piece_and_expire_with_the_generation() {
+        let base = 0x40_0000;
+        let mut space =
+            Churning { flat: FlatDmaSpace { region: MappedRegion::anonymous(4096).unwrap(), base }, generation: 0 };
+        assert_eq!(Ring::resolve(&mut space, base + 4096 - 16 * 4, 5), None, "a ring running past the memory");
+        assert_eq!(Ring::resolve(&mut space, base - 16, 2), None, "a ring below the memory");
+        let ring = Ring::resolve(&mut space, base + 256, 4).expect("a ring inside the memory");
+        ring.write(&space, 3, 0x1111, 0x2222_0000_0000);
+        assert_eq!(read_descriptor(&mut space, base + 256 + 48), Some((0x1111, 0x2222_0000_0000)));
+        assert_eq!(ring.read(&space, 3), (0x1111, 0x2222_0000_0000));
+        ring.write_qword1(&space, 2, 7);
+        ring.write_dword3(&space, 2, 9);
+        assert_eq!(ring.read(&space, 2), (0, 7 | 9 << 32));
+        assert_eq!(ring.read_qword0(&space, 3), 0x1111);
+        assert!(ring.valid_in(&space));
+        space.generation += 1;
+        assert!(!ring.valid_in(&space), "regions may have moved");
+    }
+
+    #[test]
+    fn unknown_addresses_are_looked_for_before_they_fault() {
+        /// Memory the driver maps only after `appears` looks.
+        struct Late {
+            flat: FlatDmaSpace,
+            appears: u32,
+            looked: u32,
+        }
+        impl DmaSpace for Late {
+            fn locate(&self, phys: u64) -> Option<Location> {
+                self.flat.locate(phys).filter(|_| self.looked >= self.appears)
+            }
+            fn region(&self, index: usize) -> &MappedRegion {
+                self.flat.region(index)
+            }
+            fn discover(&mut self, _phys: u64) -> bool {
+                self.looked += 1;
+                self.looked >= self.appears
+            }
+        }
+        let flat = || FlatDmaSpace { region: MappedRegion::anonymous(4096).unwrap(), base: 0 };
+        let mut space = Late { flat: flat(), appears: 1, looked: 0 };
+        assert!(write_u32(&mut space, 8, 5), "found by looking");
+        assert_eq!(read_u64(&mut space, 8), Some(5));
+        assert_eq!(space.looked, 1, "known memory needs no further look");
+        let mut never = Late { flat: flat(), appears: u32::MAX, looked: 0 };
+        assert!(!write_u32(&mut never, 8, 5), "a fault");
+        assert!(read_u64(&mut never, 8).is_none(), "a fault");
+        assert!(never.looked > 0);
     }
 }

@@ -597,6 +597,39 @@ mod tests {
     }
 
     #[test]
+    fn generator_bursts_keep_to_the_rate_and_the_count() {
+        // At line rate, in bursts of up to 64 polled every microsecond for one simulated
+        // millisecond (a poll sees about 15 frames due, so the burst limit does not bind).
+        let mut g = Generator::new(0);
+        g.start(TrafficSpec::default(), [0x02, 0, 0, 0, 0, 1], 10.0, 0);
+        let mut wire = WireClock::new(10.0);
+        let mut sent = 0usize;
+        let mut last_end = 0;
+        for now in (0..1_000_000_000u64).step_by(1_000_000) {
+            sent += g.burst(now, &mut wire, 64, &mut |_, end| {
+                assert!(end > last_end, "frames leave one after another");
+                last_end = end;
+            });
+        }
+        let expected = line_rate_pps(60, 10.0) / 1000.0;
+        let slack = (LOOKAHEAD_PS / 67_200) as f64 + 2.0;
+        assert!((sent as f64) <= expected + slack, "{sent} > {expected}");
+        assert!((sent as f64) >= expected - slack, "{sent} < {expected}");
+        // At a lower rate with a count: the count ends it, whatever the burst size.
+        let spec = TrafficSpec { rate_pps: Some(1e6), count: Some(100), ..Default::default() };
+        g.start(spec, [0x02, 0, 0, 0, 0, 1], 10.0, 2_000_000_000);
+        let mut wire = WireClock::new(10.0);
+        let mut n = 0;
+        for now in (2_000_000_000..3_000_000_000u64).step_by(10_000_000) {
+            let got = g.burst(now, &mut wire, 64, &mut |_, _| {});
+            assert!(got <= 11, "1 Mpps is 10 frames per 10 µs (+1 looking ahead), not {got}");
+            n += got;
+        }
+        assert_eq!(n, 100);
+        assert!(!g.active());
+    }
+
+    #[test]
     fn generator_frames_are_valid_ipv4_udp_and_parse_back() {
         let mut g = Generator::new(3);
         let spec = TrafficSpec { size: 64, flows: 4, count: Some(5), ..Default::default() };
