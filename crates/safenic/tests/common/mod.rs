@@ -178,10 +178,13 @@ pub fn assert_exactly_once_in_order(s: &Stats, n: u64, in_order: bool) {
             st.received + dropped,
             n,
             "port {other} -> port {}: {st:?}; every frame forwarded once or counted as dropped at port {other} \
-             (no descriptor {}, missed {})",
+             (no descriptor {}, missed {}; nicsim's other drops at port {other}: {:?}, transmitted by port {}: {})",
             p.port,
             dev.qprdc[0],
-            dev.mpc
+            dev.mpc,
+            s.ports[other].drops,
+            p.port,
+            p.device.gptc
         );
         assert_eq!(st.lost, dropped, "sequence gaps are exactly the counted drops");
         assert!(dropped * 1000 <= n, "port {other}: {dropped} of {n} frames dropped for want of descriptors");
