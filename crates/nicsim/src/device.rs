@@ -696,6 +696,8 @@ impl Port {
             size,
             head: if head < size { head } else { 0 },
             tail: if tail < size { tail } else { 0 },
+            // The base may have changed since the queue was last enabled.
+            ring: None,
             ..*rq
         };
         self.apply_srrctl(q, self.reg(srrctl(q)));
@@ -984,6 +986,7 @@ impl Port {
         if q.size == 0 || owned < need {
             return RxWrite::NoRoom;
         }
+        // The FCS is computed only when the driver keeps it (HLREG0.RXCRCSTRP = 0).
         let fcs = if strip { [0; FCS_LEN] } else { crc32(frame).to_le_bytes() };
         let mut head = q.head;
         let mut done = 0;

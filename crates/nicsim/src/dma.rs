@@ -151,23 +151,6 @@ pub fn read_descriptor(space: &mut impl DmaSpace, phys: u64) -> Option<(u64, u64
     Some((read_u64(space, phys)?, read_u64(space, phys + 8)?))
 }
 
-/// Writes back a 16-byte descriptor: qword 0, then (after a release fence, so a driver that
-/// sees qword 1 also sees qword 0) qword 1.
-#[inline(always)]
-pub fn write_descriptor(space: &mut impl DmaSpace, phys: u64, qword0: u64, qword1: u64) -> bool {
-    if let Some(l) = resolve_range(space, phys, 16) {
-        let r = space.region(l.region);
-        r.write_u64(l.offset, qword0);
-        fence(Ordering::Release);
-        r.write_u64(l.offset + 8, qword1);
-        return true;
-    }
-    write_u64(space, phys, qword0) && {
-        fence(Ordering::Release);
-        write_u64(space, phys + 8, qword1)
-    }
-}
-
 /// Writes a little-endian u32.
 #[inline(always)]
 pub fn write_u32(space: &mut impl DmaSpace, phys: u64, value: u32) -> bool {

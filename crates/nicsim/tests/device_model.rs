@@ -233,6 +233,32 @@ fn bar_writes_without_memory_space_are_dropped() {
 }
 
 #[test]
+fn a_queue_enabled_again_uses_its_new_ring() {
+    let mut r = Rig::new();
+    r.rx_ring(8, false, true);
+    r.wr(rdt(0), 7);
+    r.port.receive(&mut r.dma, &frame(100, 1));
+    // The driver stops the queue, gives it a ring elsewhere and starts it again.
+    r.wr(rxdctl(0), 0);
+    let ring = 0x4000;
+    for i in 0..8u64 {
+        r.mem().write_u64(ring + i as usize * 16, DMA_BASE + 0x30000 + i * 2048);
+        r.mem().write_u64(ring + i as usize * 16 + 8, 0);
+    }
+    r.wr(rdbal(0), (DMA_BASE + ring as u64) as u32);
+    r.wr(rdh(0), 0);
+    r.wr(rxdctl(0), RXDCTL_ENABLE);
+    r.wr(rdt(0), 7);
+    let f = frame(80, 2);
+    r.port.receive(&mut r.dma, &f);
+    let mut got = vec![0u8; 80];
+    r.mem().read_bytes(0x30000, &mut got);
+    assert_eq!(got, f, "the frame is in the new ring's first buffer");
+    assert_eq!((r.mem().read_u64(ring + 8) >> 32) & 1, 1, "DD in the new ring");
+    assert_eq!(r.mem().read_u64(16 + 8), 0, "the old ring is left alone");
+}
+
+#[test]
 fn legacy_receive_keeps_qword0_and_advanced_overwrites_it() {
     for advanced in [false, true] {
         let mut r = Rig::new();
