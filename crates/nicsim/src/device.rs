@@ -7,7 +7,7 @@
 //! ([`Port::poll_doorbells`]). What nicsim itself changes (heads, status, counters) it writes to
 //! both the BAR and the shadow.
 
-use crate::dma::{self, DmaSpace, Ring};
+use crate::dma::{self, DmaSpace, Ring, Window};
 use crate::lint::{rule, Lints};
 use crate::pciconfig::PciConfig;
 use crate::regs::*;
@@ -25,6 +25,8 @@ const TX_EOP: u8 = 1 << 0;
 const TX_IFCS: u8 = 1 << 1;
 const TX_RS: u8 = 1 << 3;
 const TX_DEXT: u8 = 1 << 5;
+/// Descriptors one transmit queue processes per engine iteration at most.
+const TX_DESCRIPTORS_PER_CALL: usize = 64;
 /// Largest frame a TX queue gathers before declaring it malformed.
 const MAX_TX_FRAME: usize = 16 * 1024;
 /// At most this many DMA faults are kept per port (all are counted).
@@ -118,43 +120,68 @@ pub struct DmaFault {
     pub access: String,
 }
 
-/// One frame leaving the TX engine.
-#[derive(Debug, Default)]
-pub struct TxFrame {
-    pub data: Vec<u8>,
-    /// When its last bit leaves the wire.
-    pub end_ps: u64,
-    /// HLREG0.LPBK: the frame loops back into the port's own receive path.
+/// Frames produced by one [`Port::transmit`] call, back to back in one reused buffer.
+#[derive(Debug)]
+pub struct TxBatch {
+    data: Vec<u8>,
+    /// Each frame's end in `data` and when its last bit leaves the wire; it starts where the
+    /// previous one ends.
+    frames: Vec<(usize, u64)>,
+    capacity: usize,
+    /// HLREG0.LPBK when the frames were sent: they loop back into the port's own receive path.
     pub loopback: bool,
 }
 
-/// Frames produced by one [`Port::transmit`] call; buffers are reused.
-#[derive(Debug)]
-pub struct TxBatch {
-    pub frames: Vec<TxFrame>,
-    pub len: usize,
-}
-
 impl TxBatch {
+    /// A batch of at most `capacity` frames.
     pub fn new(capacity: usize) -> Self {
-        TxBatch { frames: (0..capacity).map(|_| TxFrame::default()).collect(), len: 0 }
+        TxBatch {
+            data: Vec::with_capacity(capacity * 2 * 1024),
+            frames: Vec::with_capacity(capacity),
+            capacity,
+            loopback: false,
+        }
+    }
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
     }
     pub fn is_full(&self) -> bool {
-        self.len == self.frames.len()
+        self.frames.len() >= self.capacity
+    }
+    fn room(&self) -> usize {
+        self.capacity.saturating_sub(self.frames.len())
     }
     pub fn clear(&mut self) {
-        self.len = 0;
+        self.data.clear();
+        self.frames.clear();
     }
-    pub fn iter(&self) -> impl Iterator<Item = &TxFrame> {
-        self.frames[..self.len].iter()
+    /// The frames in order, each with the time its last bit leaves the wire.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> {
+        let mut start = 0;
+        self.frames.iter().map(move |&(end, t)| {
+            let f = &self.data[start..end];
+            start = end;
+            (f, t)
+        })
     }
-    fn push_swap(&mut self, data: &mut Vec<u8>, end_ps: u64, loopback: bool) {
-        let slot = &mut self.frames[self.len];
-        std::mem::swap(&mut slot.data, data);
-        data.clear();
-        slot.end_ps = end_ps;
-        slot.loopback = loopback;
-        self.len += 1;
+    fn push(&mut self, frame: &[u8], end_ps: u64) {
+        self.data.extend_from_slice(frame);
+        self.frames.push((self.data.len(), end_ps));
+    }
+    /// Appends `len` bytes at `offset` of `region`, zero-padded to `padded` bytes; returns
+    /// the frame.
+    #[inline(always)]
+    fn push_from(&mut self, region: &MappedRegion, offset: usize, len: usize, padded: usize, end_ps: u64) -> &[u8] {
+        let start = self.data.len();
+        region.read_append(offset, len, &mut self.data);
+        if padded > len {
+            self.data.resize(start + padded, 0);
+        }
+        self.frames.push((self.data.len(), end_ps));
+        &self.data[start..]
     }
 }
 
@@ -162,6 +189,120 @@ enum RxWrite {
     Written,
     NoRoom,
     Fault,
+}
+
+/// A run of receives into queue 0 on the fast path: what [`Port::receive`] checks per frame
+/// that cannot change during the run is checked once ([`Port::rx_run_begin`]), the queue's
+/// state is kept here, and statistics are added when the run ends. It takes unicast frames
+/// to the port's own address (or any unicast frame in promiscuous mode) that fit one buffer
+/// and whose buffer lies in known driver memory; any other frame ends the run and goes
+/// through [`Port::receive`], so both paths write and count frames alike.
+#[derive(Debug, Clone, Copy)]
+pub struct RxRun {
+    ring: Ring,
+    head: u32,
+    tail: u32,
+    size: u32,
+    advanced: bool,
+    drop_en: bool,
+    /// Longest frame taken: one receive buffer, and no longer than the untagged maximum.
+    max_len: usize,
+    own_key: u64,
+    promiscuous_unicast: bool,
+    /// The piece of memory the last packet buffer was in.
+    buffers: Window,
+    /// Descriptors from here to `head` are filled but not yet written back; their lengths
+    /// by index modulo 4.
+    written_back_to: u32,
+    pending_lens: [u16; 4],
+    /// Accepted frames and their bytes (without FCS).
+    frames: u64,
+    bytes: u64,
+    /// Frames written into the ring and their bytes, and frames dropped for want of a
+    /// descriptor.
+    written: u64,
+    written_bytes: u64,
+    no_descriptor: u64,
+}
+
+impl RxRun {
+    /// Writes `frame` into the ring, or drops it for want of a descriptor (SRRCTL.DROP_EN);
+    /// `false` (and nothing done) if the fast path does not cover it.
+    #[inline(always)]
+    fn push(&mut self, dma: &impl DmaSpace, frame: &[u8]) -> bool {
+        let len = frame.len();
+        if !(MIN_FRAME..=self.max_len).contains(&len) {
+            return false;
+        }
+        // L2 filtering [DS 7.1.1.1], for the frames the run takes.
+        let unicast = frame[0] & 1 == 0;
+        if mac_key(frame) != self.own_key && !(self.promiscuous_unicast && unicast) {
+            return false;
+        }
+        let n = len as u64;
+        let head = self.head;
+        if head == self.tail {
+            // No descriptor: dropped and counted in QPRDC, or held in the packet buffer,
+            // which the slow path does [DS 8.2.3.2.3 DROP_EN].
+            if !self.drop_en {
+                return false;
+            }
+            self.frames += 1;
+            self.bytes += n;
+            self.no_descriptor += 1;
+            return true;
+        }
+        let buf = self.ring.read_qword0(dma, head);
+        let offset = match self.buffers.offset_of(buf, len) {
+            Some(o) => o,
+            None => match dma.window(buf) {
+                Some(w) => {
+                    self.buffers = w;
+                    match w.offset_of(buf, len) {
+                        Some(o) => o,
+                        None => return false,
+                    }
+                }
+                // Unknown so far: the slow path looks for new memory or reports the fault.
+                None => return false,
+            },
+        };
+        dma.region(self.buffers.region).write_bytes(offset, frame);
+        self.pending_lens[(head & 3) as usize] = len as u16;
+        let next = if head + 1 == self.size { 0 } else { head + 1 };
+        self.head = next;
+        self.frames += 1;
+        self.bytes += n;
+        self.written += 1;
+        self.written_bytes += n;
+        if next & 3 == 0 {
+            self.write_back(dma);
+        }
+        true
+    }
+
+    /// Writes back the descriptors filled since the last write-back: at most the four that
+    /// share a 64-byte line (ring bases are 128-byte aligned [DS 8.2.3.8.1]), as the device
+    /// writes back whole lines. One store burst per line instead of one per frame keeps the
+    /// line from moving between our core and the polling driver's core once per descriptor.
+    #[inline(always)]
+    fn write_back(&mut self, dma: &impl DmaSpace) {
+        // The data must be visible before DD [DS 7.1.6 / model §4.3].
+        fence(Ordering::Release);
+        let mut i = self.written_back_to;
+        while i != self.head {
+            let n = u64::from(self.pending_lens[(i & 3) as usize]);
+            if self.advanced {
+                // Advanced write-back overwrites qword 0 (no RSS, no packet type) [DS 7.1.6.2].
+                self.ring.write(dma, i, 0, RX_DD | RX_EOP | n << 32);
+            } else {
+                // Legacy write-back leaves qword 0 (the buffer address) untouched [DS 7.1.5].
+                self.ring.write_qword1(dma, i, n | (RX_DD | RX_EOP) << 32);
+            }
+            i = if i + 1 == self.size { 0 } else { i + 1 };
+        }
+        self.written_back_to = self.head;
+    }
 }
 
 /// What the per-frame receive and transmit paths need from the registers. Registers change
@@ -929,6 +1070,94 @@ impl Port {
         }
     }
 
+    /// The ring of queue 0 resolved as one piece of driver memory, resolving it again if the
+    /// DMA space changed since.
+    #[inline]
+    fn rx_ring(&mut self, dma: &mut impl DmaSpace) -> Option<Ring> {
+        let q = &self.rx[0];
+        match q.ring {
+            Some(r) if r.valid_in(dma) => Some(r),
+            _ => {
+                let r = Ring::resolve(dma, q.base, q.size)?;
+                self.rx[0].ring = Some(r);
+                Some(r)
+            }
+        }
+    }
+
+    /// Starts a run of receives on the fast path (see [`RxRun`]) if the port is in the state
+    /// it covers: receiving, CRC stripped, queue 0 enabled with its ring in one piece of
+    /// driver memory, nothing held in the packet buffer. Every frame of the run must then go
+    /// through [`Self::rx_run_frame`], and the run end with [`Self::rx_run_end`].
+    #[inline]
+    pub fn rx_run_begin(&mut self, dma: &mut impl DmaSpace) -> Option<RxRun> {
+        let cfg = self.paths;
+        let q = &self.rx[0];
+        if !(cfg.rx_open && cfg.strip_crc && q.enabled && !q.faulted && q.size > 0 && self.fifo.is_empty()) {
+            return None;
+        }
+        let ring = self.rx_ring(dma)?;
+        let q = &self.rx[0];
+        Some(RxRun {
+            ring,
+            head: q.head,
+            tail: q.tail,
+            size: q.size,
+            advanced: q.advanced,
+            drop_en: q.drop_en,
+            max_len: q.buf_size.min(cfg.max_untagged.saturating_sub(FCS_LEN)),
+            // RAR(0) holds the port's own address unless the driver cleared it; keys are 48
+            // bits, so u64::MAX matches nothing.
+            own_key: self.rar.first().copied().unwrap_or(u64::MAX),
+            promiscuous_unicast: cfg.fctrl & FCTRL_UPE != 0,
+            buffers: Window::EMPTY,
+            written_back_to: q.head,
+            pending_lens: [0; 4],
+            frames: 0,
+            bytes: 0,
+            written: 0,
+            written_bytes: 0,
+            no_descriptor: 0,
+        })
+    }
+
+    /// One frame from the wire during a run: on the fast path if it takes it, otherwise
+    /// through [`Self::receive`], after which a new run starts if the state allows.
+    #[inline(always)]
+    pub fn rx_run_frame(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, frame: &[u8]) {
+        if let Some(r) = run.as_mut() {
+            if r.push(&*dma, frame) {
+                return;
+            }
+        }
+        self.rx_run_slow(dma, run, frame);
+    }
+
+    #[inline(never)]
+    fn rx_run_slow(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, frame: &[u8]) {
+        self.rx_run_end(&*dma, run.take());
+        self.receive(dma, frame);
+        *run = self.rx_run_begin(dma);
+    }
+
+    /// Ends a run: the queue's head and the statistics take what the run did.
+    #[inline]
+    pub fn rx_run_end(&mut self, dma: &impl DmaSpace, run: Option<RxRun>) {
+        let Some(mut r) = run else { return };
+        r.write_back(dma);
+        let c = &mut self.counters;
+        let q = &mut self.rx[0];
+        q.head = r.head; // RDH itself is published once per engine iteration
+                         // What receive() counts for an accepted frame, CRC stripped [DS 8.2.3.23].
+        c.tpr += r.frames;
+        c.tor += r.bytes + r.frames * FCS_LEN as u64;
+        c.gprc += r.frames;
+        c.gorc += r.bytes;
+        c.qprc[q.stat] += r.written;
+        c.qbrc[q.stat] += r.written_bytes;
+        c.qprdc[q.stat] += r.no_descriptor;
+    }
+
     /// Writes one frame into the ring of queue 0 [model §4.3].
     #[inline]
     fn write_rx(&mut self, dma: &mut impl DmaSpace, frame: &[u8], strip: bool) -> RxWrite {
@@ -941,16 +1170,9 @@ impl Port {
         if q.head == q.tail {
             return RxWrite::NoRoom;
         }
-        let ring = match q.ring {
-            Some(r) if r.valid_in(dma) => r,
-            _ => match Ring::resolve(dma, q.base, q.size) {
-                Some(r) => {
-                    self.rx[0].ring = Some(r);
-                    r
-                }
-                // Not one piece of driver memory: resolve (and report) descriptor by descriptor.
-                None => return self.write_rx_chained(dma, frame, strip),
-            },
+        let Some(ring) = self.rx_ring(dma) else {
+            // Not one piece of driver memory: resolve (and report) descriptor by descriptor.
+            return self.write_rx_chained(dma, frame, strip);
         };
         let q = &self.rx[0];
         let (head, advanced, stat) = (q.head, q.advanced, q.stat);
@@ -1043,6 +1265,7 @@ impl Port {
         if n == 0 || self.tx_paused || !self.paths.tx_open {
             return;
         }
+        batch.loopback = self.paths.loopback;
         for k in 0..n {
             if batch.is_full() || !self.tx_wire.ready(now_ps) {
                 break;
@@ -1063,87 +1286,23 @@ impl Port {
         let ring = Ring::resolve(dma, q.base, q.size);
         let mut write_head_back = false;
         let mut processed = 0;
-        while q.head != q.tail && processed < 64 && !batch.is_full() {
+        while q.head != q.tail && processed < TX_DESCRIPTORS_PER_CALL && !batch.is_full() {
             if q.frame.is_empty() && !self.tx_wire.ready(now_ps) {
                 break;
             }
-            let desc = q.base + u64::from(q.head) * 16;
-            let (addr, qword1) = match ring {
-                Some(r) => r.read(dma, q.head),
-                None => match dma::read_descriptor(dma, desc) {
-                    Some(d) => d,
-                    None => {
-                        self.fault("tx", qi, q.head, desc, "descriptor read");
-                        q.faulted = true;
-                        break;
-                    }
-                },
-            };
-            let cmd = (qword1 >> 24) as u8;
-            let len = (qword1 & 0xFFFF) as usize;
-            let carries_data = if cmd & TX_DEXT != 0 {
-                match (qword1 >> 20) & 0xF {
-                    0b0011 => true,  // advanced data [DS 7.2.3.2.4]
-                    0b0010 => false, // context: consumed, nothing sent [DS 7.2.3.2.3]
-                    dtyp => {
-                        self.lint.warn(
-                            tdt(qi),
-                            q.head,
-                            rule::TX_DESCRIPTOR,
-                            format!(
-                                "descriptor {} has DEXT = 1 and invalid DTYP {dtyp:#06b}; consumed without sending",
-                                q.head
-                            ),
-                        );
-                        false
-                    }
+            if let (Some(r), true) = (ring, q.frame.is_empty()) {
+                processed += self.transmit_simple(&*dma, &mut q, r, now_ps, batch, &mut write_head_back, processed);
+                if q.head == q.tail || processed >= TX_DESCRIPTORS_PER_CALL || batch.is_full() {
+                    break;
                 }
-            } else {
-                true // legacy [DS 7.2.3.2.2]; length 0 = null descriptor
-            };
-            if carries_data && len > 0 {
-                if q.frame.len() + len > MAX_TX_FRAME {
-                    if !q.frame_bad {
-                        self.lint.warn(
-                            tdt(qi),
-                            q.head,
-                            rule::TX_FRAME_SIZE,
-                            format!("frame grows beyond {MAX_TX_FRAME} bytes at descriptor {}; dropped", q.head),
-                        );
-                    }
-                    q.frame_bad = true;
-                } else if !dma::read_append(dma, addr, len, &mut q.frame) {
-                    self.fault("tx", qi, q.head, addr, "packet buffer read");
-                    q.faulted = true;
-                    q.frame.clear();
+                if !self.tx_wire.ready(now_ps) {
                     break;
                 }
             }
-            if carries_data && cmd & TX_EOP != 0 {
-                if q.frame_bad {
-                    q.frame.clear();
-                    q.frame_bad = false;
-                } else if !q.frame.is_empty() {
-                    self.emit(&mut q, cmd & TX_IFCS != 0, now_ps, batch);
-                }
+            // A descriptor the fast path does not take.
+            if !self.transmit_descriptor(dma, qi, &mut q, ring, now_ps, batch, &mut write_head_back) {
+                break;
             }
-            if q.head_wb.is_some() {
-                // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2; model §8.1].
-                write_head_back |= cmd & TX_RS != 0;
-            } else if cmd & TX_RS != 0 || q.wthresh > 0 {
-                // DD in the status byte, the rest of the upper dword kept [DS 7.2.3.2.2].
-                let status = (qword1 >> 32) as u32 | 1;
-                match ring {
-                    Some(r) => r.write_dword3(dma, q.head, status),
-                    None if dma::write_u32(dma, desc + 12, status) => {}
-                    None => {
-                        self.fault("tx", qi, q.head, desc, "descriptor write-back");
-                        q.faulted = true;
-                        break;
-                    }
-                }
-            }
-            q.head = if q.head + 1 == q.size { 0 } else { q.head + 1 };
             processed += 1;
         }
         if q.head != start_head {
@@ -1160,6 +1319,189 @@ impl Port {
         self.tx[qi as usize] = q;
     }
 
+    /// The fast path of [`Self::transmit_queue`]: consecutive descriptors that each carry one
+    /// whole frame (legacy or advanced data, EOP set, non-empty) in known driver memory, with
+    /// no frame gathered before them. Stops at the first other descriptor, leaving it to
+    /// [`Self::transmit_descriptor`]; returns how many it processed. Frames are handled
+    /// exactly as there; statistics are added once at the end.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn transmit_simple<D: DmaSpace>(
+        &mut self,
+        dma: &D,
+        q: &mut TxQueue,
+        ring: Ring,
+        now_ps: u64,
+        batch: &mut TxBatch,
+        write_head_back: &mut bool,
+        processed: usize,
+    ) -> usize {
+        let cfg = self.paths;
+        let (mut head, tail, size) = (q.head, q.tail, q.size);
+        let head_wb = q.head_wb.is_some();
+        let always_write_back = q.wthresh > 0;
+        let limit = (TX_DESCRIPTORS_PER_CALL - processed).min(batch.room());
+        let mut buffers = Window::EMPTY;
+        let (mut packets, mut bytes, mut broadcast, mut multicast) = (0u64, 0u64, 0u64, 0u64);
+        let mut n = 0;
+        while head != tail && n < limit && self.tx_wire.ready(now_ps) {
+            let (addr, qword1) = ring.read(dma, head);
+            let cmd = (qword1 >> 24) as u8;
+            let len = (qword1 & 0xFFFF) as usize;
+            // Legacy [DS 7.2.3.2.2] or advanced data (DTYP 0011) [DS 7.2.3.2.4].
+            let data = cmd & TX_DEXT == 0 || (qword1 >> 20) & 0xF == 0b0011;
+            // Without IFCS (or with HLREG0.TXCRCEN clear) the driver supplied the FCS as the
+            // last 4 bytes [DS 7.2.3.2.2, IFCS].
+            let keep = if cmd & TX_IFCS != 0 && cfg.tx_crc { len } else { len.saturating_sub(FCS_LEN) };
+            if !data || cmd & TX_EOP == 0 || keep == 0 || len > MAX_TX_FRAME {
+                break;
+            }
+            let offset = match buffers.offset_of(addr, len) {
+                Some(o) => o,
+                None => match dma.window(addr).and_then(|w| Some((w, w.offset_of(addr, len)?))) {
+                    Some((w, o)) => {
+                        buffers = w;
+                        o
+                    }
+                    None => break,
+                },
+            };
+            // Pad to 64 bytes with FCS [DS 8.2.3.22.8].
+            let padded = if keep < MIN_FRAME && cfg.tx_pad { MIN_FRAME } else { keep };
+            let end = self.tx_wire.send(now_ps, padded);
+            let frame = batch.push_from(dma.region(buffers.region), offset, keep, padded, end);
+            packets += 1;
+            bytes += padded as u64;
+            if let Some(dst) = frame.first_chunk::<6>() {
+                if dst == &[0xFF; 6] {
+                    broadcast += 1;
+                } else if dst[0] & 1 != 0 {
+                    multicast += 1;
+                }
+            }
+            if head_wb {
+                // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2; model §8.1].
+                *write_head_back |= cmd & TX_RS != 0;
+            } else if cmd & TX_RS != 0 || always_write_back {
+                // DD in the status byte, the rest of the upper dword kept [DS 7.2.3.2.2].
+                ring.write_dword3(dma, head, (qword1 >> 32) as u32 | 1);
+            }
+            head = if head + 1 == size { 0 } else { head + 1 };
+            n += 1;
+        }
+        q.head = head;
+        self.count_transmitted(q.stat, packets, bytes, broadcast, multicast);
+        n
+    }
+
+    /// Transmit statistics for `packets` frames of `bytes` bytes in all (without FCS).
+    #[inline(always)]
+    fn count_transmitted(&mut self, stat: usize, packets: u64, bytes: u64, broadcast: u64, multicast: u64) {
+        let c = &mut self.counters;
+        c.gptc += packets;
+        c.tpt += packets;
+        c.gotc += bytes + packets * FCS_LEN as u64;
+        c.qptc[stat] += packets;
+        c.qbtc[stat] += bytes;
+        c.bptc += broadcast;
+        c.mptc += multicast;
+    }
+
+    /// Processes the descriptor at the queue's head in every case the datasheet allows
+    /// (context and null descriptors, frames over several descriptors, unknown memory);
+    /// `false` if it faulted and the queue stopped.
+    #[allow(clippy::too_many_arguments)]
+    fn transmit_descriptor(
+        &mut self,
+        dma: &mut impl DmaSpace,
+        qi: u32,
+        q: &mut TxQueue,
+        ring: Option<Ring>,
+        now_ps: u64,
+        batch: &mut TxBatch,
+        write_head_back: &mut bool,
+    ) -> bool {
+        let desc = q.base + u64::from(q.head) * 16;
+        let (addr, qword1) = match ring {
+            Some(r) => r.read(dma, q.head),
+            None => match dma::read_descriptor(dma, desc) {
+                Some(d) => d,
+                None => {
+                    self.fault("tx", qi, q.head, desc, "descriptor read");
+                    q.faulted = true;
+                    return false;
+                }
+            },
+        };
+        let cmd = (qword1 >> 24) as u8;
+        let len = (qword1 & 0xFFFF) as usize;
+        let carries_data = if cmd & TX_DEXT != 0 {
+            match (qword1 >> 20) & 0xF {
+                0b0011 => true,  // advanced data [DS 7.2.3.2.4]
+                0b0010 => false, // context: consumed, nothing sent [DS 7.2.3.2.3]
+                dtyp => {
+                    self.lint.warn(
+                        tdt(qi),
+                        q.head,
+                        rule::TX_DESCRIPTOR,
+                        format!(
+                            "descriptor {} has DEXT = 1 and invalid DTYP {dtyp:#06b}; consumed without sending",
+                            q.head
+                        ),
+                    );
+                    false
+                }
+            }
+        } else {
+            true // legacy [DS 7.2.3.2.2]; length 0 = null descriptor
+        };
+        if carries_data && len > 0 {
+            if q.frame.len() + len > MAX_TX_FRAME {
+                if !q.frame_bad {
+                    self.lint.warn(
+                        tdt(qi),
+                        q.head,
+                        rule::TX_FRAME_SIZE,
+                        format!("frame grows beyond {MAX_TX_FRAME} bytes at descriptor {}; dropped", q.head),
+                    );
+                }
+                q.frame_bad = true;
+            } else if !dma::read_append(dma, addr, len, &mut q.frame) {
+                self.fault("tx", qi, q.head, addr, "packet buffer read");
+                q.faulted = true;
+                q.frame.clear();
+                return false;
+            }
+        }
+        if carries_data && cmd & TX_EOP != 0 {
+            if q.frame_bad {
+                q.frame.clear();
+                q.frame_bad = false;
+            } else if !q.frame.is_empty() {
+                self.emit(q, cmd & TX_IFCS != 0, now_ps, batch);
+            }
+        }
+        if q.head_wb.is_some() {
+            // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2; model §8.1].
+            *write_head_back |= cmd & TX_RS != 0;
+        } else if cmd & TX_RS != 0 || q.wthresh > 0 {
+            // DD in the status byte, the rest of the upper dword kept [DS 7.2.3.2.2].
+            let status = (qword1 >> 32) as u32 | 1;
+            match ring {
+                Some(r) => r.write_dword3(dma, q.head, status),
+                None if dma::write_u32(dma, desc + 12, status) => {}
+                None => {
+                    self.fault("tx", qi, q.head, desc, "descriptor write-back");
+                    q.faulted = true;
+                    return false;
+                }
+            }
+        }
+        q.head = if q.head + 1 == q.size { 0 } else { q.head + 1 };
+        true
+    }
+
+    /// Sends the frame gathered in `q.frame`.
     fn emit(&mut self, q: &mut TxQueue, ifcs: bool, now_ps: u64, batch: &mut TxBatch) {
         let cfg = self.paths;
         if !(ifcs && cfg.tx_crc) {
@@ -1173,22 +1515,15 @@ impl Port {
         if q.frame.is_empty() {
             return;
         }
-        let len = q.frame.len() as u64;
-        let c = &mut self.counters;
-        c.gptc += 1;
-        c.tpt += 1;
-        c.gotc += len + FCS_LEN as u64;
-        c.qptc[q.stat] += 1;
-        c.qbtc[q.stat] += len;
-        if q.frame.len() >= 6 {
-            if q.frame[0..6] == [0xFF; 6] {
-                c.bptc += 1;
-            } else if q.frame[0] & 1 != 0 {
-                c.mptc += 1;
-            }
-        }
+        let (broadcast, multicast) = match q.frame.first_chunk::<6>() {
+            Some(dst) if dst == &[0xFF; 6] => (1, 0),
+            Some(dst) if dst[0] & 1 != 0 => (0, 1),
+            _ => (0, 0),
+        };
+        self.count_transmitted(q.stat, 1, q.frame.len() as u64, broadcast, multicast);
         let end = self.tx_wire.send(now_ps, q.frame.len());
-        batch.push_swap(&mut q.frame, end, cfg.loopback);
+        batch.push(&q.frame, end);
+        q.frame.clear();
     }
 
     // ---------------------------------------------------------------- statistics

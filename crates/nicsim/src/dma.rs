@@ -29,6 +29,30 @@ pub struct Location {
     pub avail: usize,
 }
 
+/// A whole physically contiguous piece of driver memory: `len` bytes from `phys`, found at
+/// `offset` in region `region`. Packet buffers of one driver usually share a few such pieces,
+/// so a burst of accesses keeps the last one and resolves most addresses with a subtraction
+/// and a compare. Valid for the [`DmaSpace::generation`] it was found in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub phys: u64,
+    pub len: u64,
+    pub region: usize,
+    pub offset: usize,
+}
+
+impl Window {
+    /// Contains no address.
+    pub const EMPTY: Window = Window { phys: 0, len: 0, region: 0, offset: 0 };
+
+    /// The region offset of `[phys, phys + len)` if all of it lies in the window.
+    #[inline(always)]
+    pub fn offset_of(&self, phys: u64, len: usize) -> Option<usize> {
+        let within = phys.wrapping_sub(self.phys);
+        (within < self.len && len as u64 <= self.len - within).then_some(self.offset + within as usize)
+    }
+}
+
 /// Resolves physical addresses for the device engines.
 ///
 /// Resolution is split so that the per-frame paths hold no mutable borrow: [`Self::locate`]
@@ -39,6 +63,12 @@ pub struct Location {
 pub trait DmaSpace {
     /// `phys` in the memory known now, without system calls. `None`: unknown (so far).
     fn locate(&self, phys: u64) -> Option<Location>;
+
+    /// The whole contiguous piece of known memory around `phys`. Spaces that know only the
+    /// bytes from `phys` on may return just those.
+    fn window(&self, phys: u64) -> Option<Window> {
+        self.locate(phys).map(|l| Window { phys, len: l.avail as u64, region: l.region, offset: l.offset })
+    }
 
     /// The mapping of a region named by a [`Location`] of the current generation.
     fn region(&self, index: usize) -> &MappedRegion;
@@ -260,6 +290,11 @@ impl DmaSpace for FlatDmaSpace {
         Some(Location { region: 0, offset, avail: self.region.len() - offset })
     }
 
+    fn window(&self, phys: u64) -> Option<Window> {
+        self.locate(phys)?;
+        Some(Window { phys: self.base, len: self.region.len() as u64, region: 0, offset: 0 })
+    }
+
     fn region(&self, _index: usize) -> &MappedRegion {
         &self.region
     }
@@ -309,9 +344,9 @@ pub struct ProcDmaSpace {
     bars: Vec<((u32, u32), u64)>,
     regions: Vec<Region>,
     extents: Vec<Extent>,
-    /// The extents of the last two successful look-ups (most recent first), copied out so
-    /// the common case is a compare and an add. Two, because drivers that allocate rings and
-    /// packet buffers separately alternate between two extents.
+    /// The extents of the last two look-ups that needed a search (the newest first), copied
+    /// out so the common case is a compare and an add. Two, because drivers that allocate
+    /// rings and packet buffers separately alternate between two extents.
     hit: Cell<[Hit; 2]>,
     /// Bumped when regions are dropped (their indices change).
     generation: u64,
@@ -481,10 +516,15 @@ impl DmaSpace for ProcDmaSpace {
             return Some(Self::location_of(hits[0], phys));
         }
         if phys.wrapping_sub(hits[1].phys) < hits[1].len {
-            self.hit.set([hits[1], hits[0]]);
+            // Not promoted: two extents used in turn then hit without rewriting the cache.
             return Some(Self::location_of(hits[1], phys));
         }
         self.locate_known(phys)
+    }
+
+    fn window(&self, phys: u64) -> Option<Window> {
+        let e = self.extents[self.find(phys)?];
+        Some(Window { phys: e.phys, len: e.len, region: e.region, offset: e.offset })
     }
 
     #[inline(always)]

@@ -164,35 +164,55 @@ impl<D: DmaSpace> Engine<D> {
         for i in 0..ports.len() {
             batch.clear();
             ports[i].transmit(dma, now_ps, batch);
-            for f in batch.iter() {
-                if let Some(pcap) = wires[i].pcap.as_mut().filter(|p| p.direction != Direction::Rx) {
-                    let _ = pcap.record(&f.data, f.end_ps);
-                }
-                if f.loopback {
-                    ports[i].receive(dma, &f.data);
-                } else if let Some(j) = wires[i].cable {
-                    wires[j].rx_clock.send(now_ps, f.data.len());
-                    if let Some(pcap) = wires[j].pcap.as_mut().filter(|p| p.direction != Direction::Tx) {
-                        let _ = pcap.record(&f.data, f.end_ps);
-                    }
-                    ports[j].receive(dma, &f.data);
-                } else {
-                    wires[i].sink.consume(&f.data, f.end_ps);
+            if batch.is_empty() {
+                continue;
+            }
+            if let Some(pcap) = wires[i].pcap.as_mut().filter(|p| p.direction != Direction::Rx) {
+                for (frame, end_ps) in batch.iter() {
+                    let _ = pcap.record(frame, end_ps);
                 }
             }
+            let into = if batch.loopback { Some(i) } else { wires[i].cable };
+            let Some(j) = into else {
+                let sink = &mut wires[i].sink;
+                for (frame, end_ps) in batch.iter() {
+                    sink.consume(frame, end_ps);
+                }
+                continue;
+            };
+            let w = &mut wires[j];
+            let port = &mut ports[j];
+            let mut run = port.rx_run_begin(dma);
+            for (frame, end_ps) in batch.iter() {
+                if !batch.loopback {
+                    // Across the cable: paced by the other port's receive side, seen by its capture.
+                    w.rx_clock.send(now_ps, frame.len());
+                    if let Some(pcap) = w.pcap.as_mut().filter(|p| p.direction != Direction::Tx) {
+                        let _ = pcap.record(frame, end_ps);
+                    }
+                }
+                port.rx_run_frame(dma, &mut run, frame);
+            }
+            port.rx_run_end(dma, run);
         }
         for i in 0..ports.len() {
             ports[i].drain_fifo(dma);
             let w = &mut wires[i];
+            let allowed = w.generator.allowance(now_ps, GEN_BURST);
+            if allowed == 0 {
+                continue;
+            }
             let port = &mut ports[i];
-            let pcap = &mut w.pcap;
-            let mut deliver = |frame: &[u8], end_ps: u64| {
-                if let Some(p) = pcap.as_mut().filter(|p| p.direction != Direction::Tx) {
+            let mut pcap = w.pcap.as_mut().filter(|p| p.direction != Direction::Tx);
+            let mut run = port.rx_run_begin(dma);
+            for _ in 0..allowed {
+                let Some((frame, end_ps)) = w.generator.next_frame(now_ps, &mut w.rx_clock) else { break };
+                if let Some(p) = pcap.as_mut() {
                     let _ = p.record(frame, end_ps);
                 }
-                port.receive(dma, frame);
-            };
-            w.generator.burst(now_ps, &mut w.rx_clock, GEN_BURST, &mut deliver);
+                port.rx_run_frame(dma, &mut run, frame);
+            }
+            port.rx_run_end(dma, run);
         }
         for p in ports.iter_mut() {
             p.publish_rx_head();

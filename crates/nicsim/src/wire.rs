@@ -150,7 +150,11 @@ pub struct Generator {
     pub stream: u16,
     spec: TrafficSpec,
     active: bool,
-    frame: Vec<u8>,
+    /// One template per frame size (several for a size sweep, used in turn), each with the
+    /// partial IP checksum of its fixed header fields. Frames are patched in place.
+    templates: Vec<(Vec<u8>, u32)>,
+    /// The template the next frame uses.
+    at: usize,
     next_x1000: u64,
     interval_ps_x1000: u64,
     end_ps: Option<u64>,
@@ -161,11 +165,6 @@ pub struct Generator {
     sent_this_start: u64,
     /// `sent % spec.flows`, kept as a counter so the per-frame path has no division.
     flow: u32,
-    ip_partial: u32,
-    /// Templates of the other sizes of a size sweep, with their partial checksums; the
-    /// current one is swapped into `frame`.
-    sweep: Vec<(Vec<u8>, u32)>,
-    sweep_at: usize,
 }
 
 impl Generator {
@@ -174,7 +173,8 @@ impl Generator {
             stream,
             spec: TrafficSpec::default(),
             active: false,
-            frame: Vec::new(),
+            templates: Vec::new(),
+            at: 0,
             next_x1000: 0,
             interval_ps_x1000: 0,
             end_ps: None,
@@ -183,9 +183,6 @@ impl Generator {
             started_ps: 0,
             sent_this_start: 0,
             flow: 0,
-            ip_partial: 0,
-            sweep: Vec::new(),
-            sweep_at: 0,
         }
     }
 
@@ -204,20 +201,15 @@ impl Generator {
         let rate = spec.rate_pps.unwrap_or(line).min(line);
         self.interval_ps_x1000 = (1e15 / rate).round() as u64;
         self.end_ps = spec.duration_ms.map(|ms| now_ps + ms * 1_000_000_000);
-        self.frame = build_template(spec.size, spec.dst_mac.unwrap_or(dst_mac), self.stream);
-        self.ip_partial = ip_checksum_partial(&self.frame[14..34]);
         let dst = spec.dst_mac.unwrap_or(dst_mac);
-        self.sweep = (spec.size..=spec.size_max.unwrap_or(spec.size))
+        self.templates = (spec.size..=spec.size_max.unwrap_or(spec.size))
             .map(|size| {
                 let f = build_template(size, dst, self.stream);
                 let partial = ip_checksum_partial(&f[14..34]);
                 (f, partial)
             })
             .collect();
-        self.sweep_at = 0;
-        if self.sweep.len() <= 1 {
-            self.sweep.clear();
-        }
+        self.at = 0;
         self.spec = spec;
         self.next_x1000 = now_ps * 1000;
         self.started_ps = now_ps;
@@ -246,17 +238,10 @@ impl Generator {
         self.active = false;
     }
 
-    /// Delivers the frames due at `now_ps`, at most `max`, calling `deliver(frame, wire_end_ps)`
-    /// for each; returns how many. Frames are due when their turn at the configured rate has
-    /// come (looking [`LOOKAHEAD_PS`] ahead) and the wire is free.
+    /// How many frames the count and duration allow at `now_ps`, at most `max`: what a
+    /// caller may then take with [`Self::next_frame`]. 0 once stopped or done.
     #[inline]
-    pub fn burst(
-        &mut self,
-        now_ps: u64,
-        wire: &mut WireClock,
-        max: usize,
-        deliver: &mut impl FnMut(&[u8], u64),
-    ) -> usize {
+    pub fn allowance(&mut self, now_ps: u64, max: usize) -> usize {
         if !self.active {
             return 0;
         }
@@ -265,57 +250,73 @@ impl Generator {
             self.active = false;
             return 0;
         }
-        let max = (max as u64).min(left) as usize;
-        // Due while next_x1000 / 1000 <= now + lookahead.
-        let due_before_x1000 = (now_ps + LOOKAHEAD_PS + 1) * 1000;
         // Forget time we could not keep up with (bounded burst), as the wire clock does.
         let floor = now_ps.saturating_sub(BURST_PS) * 1000;
         if self.next_x1000 < floor {
             self.next_x1000 = floor;
         }
-        let mut n = 0;
-        while n < max && self.next_x1000 < due_before_x1000 && wire.ready(now_ps) {
-            self.next_x1000 += self.interval_ps_x1000;
-            let swept = !self.sweep.is_empty();
-            if swept {
-                // Borrow this size's template for one frame; it is swapped back below.
-                let (f, partial) = &mut self.sweep[self.sweep_at];
-                std::mem::swap(&mut self.frame, f);
-                std::mem::swap(&mut self.ip_partial, partial);
-            }
-            let end = wire.send(now_ps, self.frame.len());
-            let seq = self.sent;
-            let flow = self.flow;
-            self.flow = if flow + 1 >= self.spec.flows { 0 } else { flow + 1 };
-            self.patch(seq, end / 1000, flow);
-            deliver(&self.frame, end);
-            self.sent += 1;
-            self.bytes += self.frame.len() as u64;
-            if swept {
-                let (f, partial) = &mut self.sweep[self.sweep_at];
-                std::mem::swap(&mut self.frame, f);
-                std::mem::swap(&mut self.ip_partial, partial);
-                self.sweep_at = (self.sweep_at + 1) % self.sweep.len();
-            }
-            n += 1;
-        }
-        self.sent_this_start += n as u64;
-        n
+        (max as u64).min(left) as usize
     }
 
-    fn patch(&mut self, seq: u64, timestamp_ns: u64, flow: u32) {
-        let f = &mut self.frame;
-        // Source IP 10.<stream>.x.y and source UDP port vary with the flow.
-        let src_ip = (10u32 << 24) | ((self.stream as u32 & 0xFF) << 16) | (flow & 0xFFFF);
-        let src_ip = src_ip.wrapping_add((flow >> 16) << 8);
-        f[26..30].copy_from_slice(&src_ip.to_be_bytes());
-        let sport = 1024 + (flow % 60000) as u16;
-        f[34..36].copy_from_slice(&sport.to_be_bytes());
-        let sum = self.ip_partial + (src_ip >> 16) + (src_ip & 0xFFFF);
-        f[24..26].copy_from_slice(&fold_checksum(sum).to_be_bytes());
-        f[PAYLOAD..PAYLOAD + 8].copy_from_slice(&seq.to_le_bytes());
-        f[PAYLOAD + 8..PAYLOAD + 16].copy_from_slice(&timestamp_ns.to_le_bytes());
+    /// The next frame and the time its last bit arrives, if it is due at `now_ps`: its turn
+    /// at the configured rate has come (looking [`LOOKAHEAD_PS`] ahead) and `wire` is free.
+    /// The frame carries its sequence number, flow and that time as its timestamp. Call it
+    /// at most as often as [`Self::allowance`] allowed.
+    #[inline]
+    pub fn next_frame(&mut self, now_ps: u64, wire: &mut WireClock) -> Option<(&[u8], u64)> {
+        // Due while next_x1000 / 1000 <= now + lookahead.
+        if self.next_x1000 >= (now_ps + LOOKAHEAD_PS + 1) * 1000 || !wire.ready(now_ps) {
+            return None;
+        }
+        self.next_x1000 += self.interval_ps_x1000;
+        let (seq, flow, at) = (self.sent, self.flow, self.at);
+        self.flow = if flow + 1 >= self.spec.flows { 0 } else { flow + 1 };
+        self.at = if at + 1 >= self.templates.len() { 0 } else { at + 1 };
+        self.sent += 1;
+        self.sent_this_start += 1;
+        let (frame, ip_partial) = self.templates.get_mut(at)?;
+        let end = wire.send(now_ps, frame.len());
+        self.bytes += frame.len() as u64;
+        patch(frame, *ip_partial, self.stream, seq, end / 1000, flow);
+        Some((frame, end))
     }
+
+    /// Delivers the frames due at `now_ps`, at most `max`, calling `deliver(frame, wire_end_ps)`
+    /// for each; returns how many.
+    pub fn burst(
+        &mut self,
+        now_ps: u64,
+        wire: &mut WireClock,
+        max: usize,
+        deliver: &mut impl FnMut(&[u8], u64),
+    ) -> usize {
+        let allowed = self.allowance(now_ps, max);
+        let mut n = 0;
+        while n < allowed {
+            let Some((frame, end)) = self.next_frame(now_ps, wire) else { break };
+            deliver(frame, end);
+            n += 1;
+        }
+        n
+    }
+}
+
+/// Writes a generated frame's varying fields into its template: source IP and UDP port of the
+/// flow, the IP checksum, sequence number and timestamp.
+#[inline(always)]
+fn patch(frame: &mut [u8], ip_partial: u32, stream: u16, seq: u64, timestamp_ns: u64, flow: u32) {
+    // Every template has at least MIN_FRAME bytes; one check here spares one per field.
+    let Some(f) = frame.first_chunk_mut::<MIN_FRAME>() else { return };
+    // Source IP 10.<stream>.x.y and source UDP port vary with the flow.
+    let src_ip = (10u32 << 24) | ((stream as u32 & 0xFF) << 16) | (flow & 0xFFFF);
+    let src_ip = src_ip.wrapping_add((flow >> 16) << 8);
+    f[26..30].copy_from_slice(&src_ip.to_be_bytes());
+    let sport = 1024 + (flow % 60000) as u16;
+    f[34..36].copy_from_slice(&sport.to_be_bytes());
+    let sum = ip_partial + (src_ip >> 16) + (src_ip & 0xFFFF);
+    f[24..26].copy_from_slice(&fold_checksum(sum).to_be_bytes());
+    f[PAYLOAD..PAYLOAD + 8].copy_from_slice(&seq.to_le_bytes());
+    f[PAYLOAD + 8..PAYLOAD + 16].copy_from_slice(&timestamp_ns.to_le_bytes());
 }
 
 fn ip_checksum_partial(hdr: &[u8]) -> u32 {

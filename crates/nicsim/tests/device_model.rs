@@ -2,7 +2,7 @@
 //! same file, the port is scanned as the engine would, and DMA goes to a flat test region.
 
 use nicsim::device::{Port, TxBatch};
-use nicsim::dma::FlatDmaSpace;
+use nicsim::dma::{DmaSpace, FlatDmaSpace, Location, Window};
 use nicsim::lint::rule;
 use nicsim::pciconfig::{PciConfig, CONFIG_LEN};
 use nicsim::regs::*;
@@ -12,12 +12,35 @@ use std::fs::OpenOptions;
 const DMA_BASE: u64 = 0x4000_0000;
 const DMA_LEN: usize = 1 << 21;
 
+/// The flat test memory; with `windows` off it never reports a contiguous window, so the
+/// receive and transmit fast paths decline every frame and the general paths do all the work.
+struct TestDma {
+    flat: FlatDmaSpace,
+    windows: bool,
+}
+
+impl DmaSpace for TestDma {
+    fn locate(&self, phys: u64) -> Option<Location> {
+        self.flat.locate(phys)
+    }
+    fn window(&self, phys: u64) -> Option<Window> {
+        if self.windows {
+            self.flat.window(phys)
+        } else {
+            None
+        }
+    }
+    fn region(&self, index: usize) -> &MappedRegion {
+        self.flat.region(index)
+    }
+}
+
 /// A port plus the driver's view of its BAR and config space.
 struct Rig {
     port: Port,
     bar: MappedRegion,
     cfg: MappedRegion,
-    dma: FlatDmaSpace,
+    dma: TestDma,
 }
 
 fn twice(len: usize, name: &str) -> (MappedRegion, MappedRegion) {
@@ -39,7 +62,8 @@ impl Rig {
         let (bar_dev, bar) = twice(BAR0_LEN, "bar");
         let (cfg_dev, cfg) = twice(CONFIG_LEN, "cfg");
         let port = Port::new(0, bar_dev, PciConfig::new(cfg_dev, 0xF800_0000), 0, 10.0);
-        let dma = FlatDmaSpace { region: MappedRegion::anonymous(DMA_LEN).unwrap(), base: DMA_BASE };
+        let flat = FlatDmaSpace { region: MappedRegion::anonymous(DMA_LEN).unwrap(), base: DMA_BASE };
+        let dma = TestDma { flat, windows: true };
         let mut r = Rig { port, bar, cfg, dma };
         r.cfg.write_u16(4, r.cfg.read_u16(4) | 0b110); // memory space + bus master
         r.sync();
@@ -61,7 +85,7 @@ impl Rig {
         self.port.lint.entries().iter().map(|w| w.rule.clone()).collect()
     }
     fn mem(&self) -> &MappedRegion {
-        &self.dma.region
+        &self.dma.flat.region
     }
 
     /// RX queue 0 with `n` descriptors at DMA offset 0, buffers of 2 KiB from 0x10000.
@@ -100,7 +124,7 @@ impl Rig {
         for k in 1..50 {
             batch.clear();
             self.port.transmit(&mut self.dma, k * 1_000_000_000, &mut batch);
-            out.extend(batch.iter().map(|f| f.data.clone()));
+            out.extend(batch.iter().map(|(f, _)| f.to_vec()));
         }
         out
     }
@@ -439,4 +463,162 @@ fn l2_filtering_follows_fctrl_and_rar() {
     r.port.receive(&mut r.dma, &bcast);
     assert_eq!(r.port.counters.qprc[0], 3);
     assert_eq!(r.port.counters.bprc, 1);
+}
+
+/// Frames of every kind the receive path tells apart: unicast to the port of many lengths (a
+/// runt, one filling a 1 KB buffer exactly and one spilling into the next, the longest
+/// untagged frame and one byte more), other unicast, broadcast, multicast, VLAN-tagged.
+fn assorted_frames() -> Vec<Vec<u8>> {
+    let with_dst = |dst: [u8; 6], len: usize, tag: u8| {
+        let mut f = frame(len, tag);
+        f[..6].copy_from_slice(&dst);
+        f
+    };
+    let mut v: Vec<Vec<u8>> =
+        [60, 61, 64, 100, 1024, 1025, 1514, 1515, 59, 30, 60, 128].iter().map(|&len| frame(len, len as u8)).collect();
+    v.push(with_dst([0x02, 9, 9, 9, 9, 9], 60, 20));
+    v.push(with_dst([0xFF; 6], 60, 21));
+    v.push(with_dst([0x01, 0, 0x5E, 0, 0, 1], 60, 22));
+    let mut tagged = frame(1518, 23);
+    tagged[12..14].copy_from_slice(&[0x81, 0x00]);
+    v.push(tagged);
+    v.extend((0..12).map(|i| frame(60 + i, 30 + i as u8)));
+    v
+}
+
+/// Everything a driver or a statistics reader could observe of two ports is equal.
+fn assert_same_observable_state(a: &Rig, b: &Rig) {
+    assert_eq!(a.port.counters, b.port.counters, "statistics");
+    assert_eq!(a.port.drops, b.port.drops, "drops");
+    assert_eq!(a.port.rx_queue_state(0), b.port.rx_queue_state(0), "RX queue 0");
+    for q in 0..2 {
+        assert_eq!(a.port.tx_queue_state(q), b.port.tx_queue_state(q), "TX queue {q}");
+    }
+    assert_eq!(a.port.faults, b.port.faults, "DMA faults");
+    assert_eq!(a.lint_rules(), b.lint_rules(), "lint warnings");
+    let (mut x, mut y) = (vec![0u8; DMA_LEN], vec![0u8; DMA_LEN]);
+    a.mem().read_bytes(0, &mut x);
+    b.mem().read_bytes(0, &mut y);
+    if let Some(at) = x.iter().zip(&y).position(|(p, q)| p != q) {
+        panic!("DMA memory differs first at offset {at:#x}: {:#04x} vs {:#04x}", x[at], y[at]);
+    }
+}
+
+#[test]
+fn receive_runs_write_and_count_exactly_as_single_receives() {
+    for advanced in [false, true] {
+        for drop_en in [false, true] {
+            for promiscuous in [false, true] {
+                let mut rigs = [Rig::new(), Rig::new()];
+                for r in rigs.iter_mut() {
+                    r.rx_ring(16, advanced, drop_en);
+                    r.wr(srrctl(0), (r.rd(srrctl(0)) & !0x1F) | 1); // 1 KB buffers
+                    r.wr(0x03C00, 4 << 10); // RXPBSIZE(0) = 4 KB: some frames wait, some are missed
+                    if !promiscuous {
+                        r.wr(RXCTRL, 0);
+                        r.wr(FCTRL, FCTRL_BAM);
+                        r.wr(RXCTRL, RXCTRL_RXEN);
+                    }
+                    r.wr(rdt(0), 11);
+                }
+                let frames = assorted_frames();
+                for round in 0..4 {
+                    // Frame by frame, through the general path.
+                    let r = &mut rigs[0];
+                    for f in &frames {
+                        r.port.receive(&mut r.dma, f);
+                    }
+                    // As the engine delivers a burst: one run.
+                    let r = &mut rigs[1];
+                    let mut run = r.port.rx_run_begin(&mut r.dma);
+                    assert!(round > 0 || run.is_some(), "a fresh, enabled queue starts a run");
+                    for f in &frames {
+                        r.port.rx_run_frame(&mut r.dma, &mut run, f);
+                    }
+                    r.port.rx_run_end(&r.dma, run);
+                    // The driver takes what arrived, re-arms every descriptor (advanced
+                    // write-back overwrote the addresses) and gives all but one back.
+                    for r in rigs.iter_mut() {
+                        for i in 0..16usize {
+                            r.mem().write_u64(i * 16, DMA_BASE + 0x10000 + i as u64 * 2048);
+                        }
+                        let head = r.port.rx_queue_state(0).2;
+                        r.wr(rdt(0), (head + 15) % 16);
+                        r.port.drain_fifo(&mut r.dma);
+                    }
+                }
+                let what = format!("advanced {advanced}, DROP_EN {drop_en}, promiscuous {promiscuous}");
+                let c = &rigs[1].port.counters;
+                assert!(c.qprc[0] > 40 && c.ruc > 0 && c.roc > 0, "{what}: the frames exercise every check");
+                assert!(c.qprdc[0] + c.mpc > 0, "{what}: the ring fills");
+                assert_eq!(rigs[1].port.drops.filtered > 0, !promiscuous, "{what}");
+                assert_same_observable_state(&rigs[0], &rigs[1]);
+            }
+        }
+    }
+}
+
+#[test]
+fn transmit_fast_path_sends_and_writes_back_exactly_as_the_general_path() {
+    let legacy = |len: u64, cmd: u64| len | (cmd << 24);
+    // Advanced data: DEXT, DTYP 0011, PAYLEN in bits 46+ [DS 7.2.3.2.4].
+    let advanced = |len: u64, cmd: u64| len | (0b0011 << 20) | ((cmd | 0b10_0000) << 24) | (len << 46);
+    let (eop, ifcs, rs) = (0b1u64, 0b10u64, 0b1000u64);
+    let mut outputs = Vec::new();
+    let mut rigs = [Rig::new(), Rig::new()];
+    for (k, r) in rigs.iter_mut().enumerate() {
+        r.dma.windows = k == 1;
+        let head_wb = 0x3F000u64;
+        for (q, wb) in [(0u32, None), (1, Some(DMA_BASE + head_wb))] {
+            let ring = r.tx_ring(q, 32, wb);
+            let bufs = 0x20000 + q as usize * 0x10000;
+            let mut multicast = frame(60, 11);
+            multicast[0] = 0x01;
+            let mut broadcast = frame(60, 12);
+            broadcast[..6].copy_from_slice(&[0xFF; 6]);
+            let descriptors: Vec<(Vec<u8>, u64)> = vec![
+                (frame(60, 1), legacy(60, eop | ifcs | rs)),
+                (frame(42, 2), legacy(42, eop | ifcs)),       // padded to 60
+                (frame(100, 3), legacy(100, eop)),            // FCS supplied by the driver
+                (vec![], legacy(0, eop | ifcs)),              // null descriptor
+                (vec![], (0b0010 << 20) | (0b10_0000 << 24)), // advanced context descriptor
+                (frame(200, 4), advanced(200, eop | ifcs | rs)),
+                (frame(30, 5), legacy(30, ifcs)), // a frame over two descriptors
+                (frame(40, 6), legacy(40, eop | ifcs | rs)),
+                (vec![0xAB; 4], legacy(4, eop)), // nothing left but the FCS
+                (frame(60, 8), (0b0111 << 20) | ((eop | ifcs | 0b10_0000) << 24) | 60), // bad DTYP
+                (broadcast, legacy(60, eop | ifcs | rs)),
+                (multicast, advanced(60, eop | ifcs)),
+            ];
+            let mut all = descriptors;
+            all.extend((0..12).map(|i| {
+                (frame(60 + i, 20 + i as u8), legacy(60 + i as u64, eop | ifcs | if i % 4 == 3 { rs } else { 0 }))
+            }));
+            for (i, (data, qword1)) in all.iter().enumerate() {
+                let buf = bufs + i * 2048;
+                r.mem().write_bytes(buf, data);
+                r.mem().write_u64(ring + i * 16, DMA_BASE + buf as u64);
+                r.mem().write_u64(ring + i * 16 + 8, *qword1);
+            }
+            // The last one points past the driver's memory: the queue stops there.
+            let last = all.len();
+            r.mem().write_u64(ring + last * 16, DMA_BASE + DMA_LEN as u64 - 30);
+            r.mem().write_u64(ring + last * 16 + 8, legacy(60, eop | ifcs | rs));
+            r.wr(tdt(q), last as u32 + 1);
+        }
+        let mut batch = TxBatch::new(64);
+        let mut out = Vec::new();
+        for k in 1..20 {
+            batch.clear();
+            r.port.transmit(&mut r.dma, k * 1_000_000_000, &mut batch);
+            out.extend(batch.iter().map(|(f, end)| (f.to_vec(), end)));
+        }
+        outputs.push(out);
+    }
+    assert_eq!(outputs[0].len(), 2 * 20, "the frames of both queues; null, context and bad descriptors send nothing");
+    assert_eq!(outputs[0], outputs[1], "the same frames at the same times");
+    assert_eq!(rigs[1].port.fault_count, 2, "both queues stop at the bad address");
+    assert_eq!(rigs[1].port.counters.bptc, 2);
+    assert_eq!(rigs[1].port.counters.mptc, 2);
+    assert_same_observable_state(&rigs[0], &rigs[1]);
 }
