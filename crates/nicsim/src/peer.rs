@@ -307,6 +307,9 @@ impl IxyQueue {
 /// Ring size of the TinyNF agent (a power of two; TinyNF uses 256).
 pub const TINY_RING: u32 = 256;
 const FLUSH_PERIOD: u32 = 8;
+/// Idle polls after which a [`TinyAgent`] recycles transmitted slots although it reached no
+/// RS point.
+const IDLE_POLLS_BEFORE_RECYCLE: u32 = 64;
 const RECYCLE_PERIOD: u32 = 64;
 
 /// A TinyNF-style agent: the input's RX queue 0 and a TX queue of the output share one ring.
@@ -317,6 +320,10 @@ pub struct TinyAgent {
     head: usize,
     processed: u32,
     output_queue: u32,
+    /// The last value written to RDT.
+    rdt: u32,
+    /// Idle polls since the last recycle.
+    idle_polls: u32,
 }
 
 impl TinyAgent {
@@ -364,12 +371,23 @@ impl TinyAgent {
             input.set(CTRL_EXT, 1 << 16);
         }
         input.clear(dca_rxctrl(0), 1 << 12);
-        Ok(TinyAgent { mem, ring, bufs, head, processed: 0, output_queue: q })
+        Ok(TinyAgent { mem, ring, bufs, head, processed: 0, output_queue: q, rdt: TINY_RING - 1, idle_polls: 0 })
     }
 
     /// The TX head last written back by the device.
     pub fn head(&self) -> u32 {
         self.mem.region().read_u32(self.head)
+    }
+
+    /// Gives the receive side the slots the device has sent: RDT = the TX head written back
+    /// at `head` in `m`, minus one so that RDT never equals RDH [DS 7.1.9], written only when
+    /// it changes (`last` is the last value written).
+    fn recycle(m: &MappedRegion, head: usize, last: &mut u32, input: &Device) {
+        let tail = (m.read_u32(head) % TINY_RING + TINY_RING - 1) % TINY_RING;
+        if tail != *last {
+            input.write(rdt(0), tail);
+            *last = tail;
+        }
     }
 
     /// Processes up to [`FLUSH_PERIOD`] packets: `handler(header, len)` may rewrite the first
@@ -388,6 +406,19 @@ impl TinyAgent {
             let d = self.ring + self.processed as usize * 16;
             let meta = m.read_u64(d + 8);
             if meta & (1 << 32) == 0 {
+                if n == 0 {
+                    // Idle: the receive side may be waiting for slots the device sent after
+                    // the last RS point. Recycling only at RS points would never give them
+                    // back once the transmit head lagged by more than a recycle period, and
+                    // both sides would wait forever (the product agent guards the same way).
+                    // Not at every idle poll: reading the head the device keeps writing
+                    // would move its line between the cores for nothing.
+                    self.idle_polls += 1;
+                    if self.idle_polls >= IDLE_POLLS_BEFORE_RECYCLE {
+                        self.idle_polls = 0;
+                        Self::recycle(m, self.head, &mut self.rdt, input);
+                    }
+                }
                 break;
             }
             // Device-written length: bounded by the buffer before any use.
@@ -401,7 +432,7 @@ impl TinyAgent {
             // len | EOP | IFCS (| RS); DD (bit 32) cleared, which also clears the RX DD.
             m.write_u64(d + 8, out as u64 | (1 << 24) | (1 << 25) | rs);
             if rs != 0 {
-                input.write(rdt(0), self.head() % TINY_RING);
+                Self::recycle(m, self.head, &mut self.rdt, input);
             }
             self.processed = (self.processed + 1) % TINY_RING;
             n += 1;

@@ -146,6 +146,9 @@ fn tinynf_style_agents_forward_a_million_packets_each_way() {
     let agents = {
         let stop = stop.clone();
         std::thread::spawn(move || {
+            // The largest transmit head each agent saw written back (where the run ends is
+            // a matter of timing; that the device wrote heads back at all is not).
+            let mut heads = (0, 0);
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 for _ in 0..1024 {
                     ab.run_once(&da, &db, |f, l| {
@@ -157,8 +160,9 @@ fn tinynf_style_agents_forward_a_million_packets_each_way() {
                         l
                     });
                 }
+                heads = (heads.0.max(ab.head()), heads.1.max(ba.head()));
             }
-            (ab.head(), ba.head())
+            heads
         })
     };
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -197,8 +201,8 @@ fn tinynf_style_agents_forward_a_million_packets_each_way() {
         assert!(st.received >= 1_000_000, "at least 10^6 packets forwarded, got {}", st.received);
         assert_eq!(p.dma_faults, 0);
     }
-    assert!(head_ab < 256 && head_ba < 256);
-    assert_ne!(head_ab + head_ba, 0, "head write-back happened");
+    assert!(head_ab < 256 && head_ba < 256, "written-back heads lie in the ring");
+    assert!(head_ab > 0 && head_ba > 0, "both transmit queues wrote their head back");
     let lint = sim.req(Request::Lint);
     assert_eq!(lint.as_array().unwrap().len(), 0, "{lint}");
     // The first frames on port 1's wire: MACs rewritten, the rest as generated.
