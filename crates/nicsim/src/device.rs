@@ -11,7 +11,7 @@ use crate::dma::{self, DmaSpace, Ring, Window};
 use crate::lint::{rule, Lints};
 use crate::pciconfig::PciConfig;
 use crate::regs::*;
-use crate::wire::{crc32, WireClock, FCS_LEN, MIN_FRAME};
+use crate::wire::{crc32, Sink, WireClock, FCS_LEN, MIN_FRAME, SINK_HEAD};
 use platform::MappedRegion;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -25,6 +25,8 @@ const TX_EOP: u8 = 1 << 0;
 const TX_IFCS: u8 = 1 << 1;
 const TX_RS: u8 = 1 << 3;
 const TX_DEXT: u8 = 1 << 5;
+/// Receive descriptors a run fetches at once.
+const RX_FETCH: usize = 64;
 /// Descriptors one transmit queue processes per engine iteration at most.
 const TX_DESCRIPTORS_PER_CALL: usize = 64;
 /// Largest frame a TX queue gathers before declaring it malformed.
@@ -120,6 +122,51 @@ pub struct DmaFault {
     pub access: String,
 }
 
+/// Where [`Port::transmit`] puts the frames it sends.
+pub trait TxOutput {
+    /// How many more frames it takes.
+    fn room(&self) -> usize;
+    /// Takes the `len` bytes at `offset` in `region`, zero-padded to `padded` bytes, as one
+    /// frame whose last bit leaves the wire at `end_ps`. Returns the frame's first 6 bytes
+    /// (its destination, for statistics) if it has them.
+    fn take_from(
+        &mut self,
+        region: &MappedRegion,
+        offset: usize,
+        len: usize,
+        padded: usize,
+        end_ps: u64,
+    ) -> Option<[u8; 6]>;
+    /// Takes a frame gathered from several descriptors.
+    fn take(&mut self, frame: &[u8], end_ps: u64);
+}
+
+/// A sink takes frames straight from driver memory: it reads only the headers and payload
+/// fields it measures, so a port without a cable, loopback or capture copies no whole frame.
+impl TxOutput for Sink {
+    fn room(&self) -> usize {
+        usize::MAX
+    }
+    #[inline(always)]
+    fn take_from(
+        &mut self,
+        region: &MappedRegion,
+        offset: usize,
+        len: usize,
+        padded: usize,
+        end_ps: u64,
+    ) -> Option<[u8; 6]> {
+        let mut head = [0u8; SINK_HEAD];
+        region.read_bytes(offset, &mut head[..len.min(SINK_HEAD)]);
+        // Padding bytes are the zeros already there.
+        self.consume_head(&head[..padded.min(SINK_HEAD)], padded, end_ps);
+        (padded >= 6).then(|| [head[0], head[1], head[2], head[3], head[4], head[5]])
+    }
+    fn take(&mut self, frame: &[u8], end_ps: u64) {
+        self.consume(frame, end_ps);
+    }
+}
+
 /// Frames produced by one [`Port::transmit`] call, back to back in one reused buffer.
 #[derive(Debug)]
 pub struct TxBatch {
@@ -151,9 +198,6 @@ impl TxBatch {
     pub fn is_full(&self) -> bool {
         self.frames.len() >= self.capacity
     }
-    fn room(&self) -> usize {
-        self.capacity.saturating_sub(self.frames.len())
-    }
     pub fn clear(&mut self) {
         self.data.clear();
         self.frames.clear();
@@ -167,21 +211,32 @@ impl TxBatch {
             (f, t)
         })
     }
-    fn push(&mut self, frame: &[u8], end_ps: u64) {
-        self.data.extend_from_slice(frame);
-        self.frames.push((self.data.len(), end_ps));
+}
+
+impl TxOutput for TxBatch {
+    fn room(&self) -> usize {
+        self.capacity.saturating_sub(self.frames.len())
     }
-    /// Appends `len` bytes at `offset` of `region`, zero-padded to `padded` bytes; returns
-    /// the frame.
     #[inline(always)]
-    fn push_from(&mut self, region: &MappedRegion, offset: usize, len: usize, padded: usize, end_ps: u64) -> &[u8] {
+    fn take_from(
+        &mut self,
+        region: &MappedRegion,
+        offset: usize,
+        len: usize,
+        padded: usize,
+        end_ps: u64,
+    ) -> Option<[u8; 6]> {
         let start = self.data.len();
         region.read_append(offset, len, &mut self.data);
         if padded > len {
             self.data.resize(start + padded, 0);
         }
         self.frames.push((self.data.len(), end_ps));
-        &self.data[start..]
+        self.data.get(start..start + 6).map(|d| [d[0], d[1], d[2], d[3], d[4], d[5]])
+    }
+    fn take(&mut self, frame: &[u8], end_ps: u64) {
+        self.data.extend_from_slice(frame);
+        self.frames.push((self.data.len(), end_ps));
     }
 }
 
@@ -211,6 +266,12 @@ pub struct RxRun {
     promiscuous_unicast: bool,
     /// The piece of memory the last packet buffer was in.
     buffers: Window,
+    /// Buffer addresses of the descriptors from the one at `head` when they were fetched:
+    /// `fetched` of them, the first `used` taken. The device fetches descriptors in bursts
+    /// too [DS 7.1.3.3]; the driver may not touch descriptors it gave the device.
+    addresses: [u64; RX_FETCH],
+    fetched: usize,
+    used: usize,
     /// Descriptors from here to `head` are filled but not yet written back; their lengths
     /// by index modulo 4.
     written_back_to: u32,
@@ -252,7 +313,10 @@ impl RxRun {
             self.no_descriptor += 1;
             return true;
         }
-        let buf = self.ring.read_qword0(dma, head);
+        if self.used == self.fetched {
+            self.fetch(dma);
+        }
+        let buf = self.addresses[self.used % RX_FETCH];
         let offset = match self.buffers.offset_of(buf, len) {
             Some(o) => o,
             None => match dma.window(buf) {
@@ -268,6 +332,7 @@ impl RxRun {
             },
         };
         dma.region(self.buffers.region).write_bytes(offset, frame);
+        self.used += 1;
         self.pending_lens[(head & 3) as usize] = len as u16;
         let next = if head + 1 == self.size { 0 } else { head + 1 };
         self.head = next;
@@ -285,6 +350,10 @@ impl RxRun {
     /// share a 64-byte line (ring bases are 128-byte aligned [DS 8.2.3.8.1]), as the device
     /// writes back whole lines. One store burst per line instead of one per frame keeps the
     /// line from moving between our core and the polling driver's core once per descriptor.
+    ///
+    /// Each word is stored once, in order: the driver may take a descriptor the moment its
+    /// DD shows and rewrite it (a TinyNF-style driver turns it into a transmit descriptor),
+    /// so a copy that stored some bytes twice could undo the driver's write.
     #[inline(always)]
     fn write_back(&mut self, dma: &impl DmaSpace) {
         // The data must be visible before DD [DS 7.1.6 / model §4.3].
@@ -302,6 +371,21 @@ impl RxRun {
             i = if i + 1 == self.size { 0 } else { i + 1 };
         }
         self.written_back_to = self.head;
+    }
+
+    /// Fetches the buffer addresses of up to [`RX_FETCH`] descriptors from `head`.
+    #[inline(never)]
+    fn fetch(&mut self, dma: &impl DmaSpace) {
+        let owned = if self.tail >= self.head { self.tail - self.head } else { self.tail + self.size - self.head };
+        let count = (owned as usize).min(RX_FETCH);
+        let mut raw = [0u8; 16 * RX_FETCH];
+        let raw = &mut raw[..count * 16];
+        self.ring.read_run(dma, self.head, raw);
+        for (a, d) in self.addresses.iter_mut().zip(raw.chunks_exact(16)) {
+            *a = u64::from_le_bytes(d[..8].try_into().unwrap_or_default());
+        }
+        self.fetched = count;
+        self.used = 0;
     }
 }
 
@@ -425,6 +509,17 @@ impl Port {
         p.reset();
         p.resets = 0;
         p
+    }
+
+    /// HLREG0.LPBK: transmitted frames loop back into this port's receive path.
+    pub fn loops_back(&self) -> bool {
+        self.paths.loopback
+    }
+
+    /// The device's mapping of BAR0. A driver in the same process (examples, tests) may
+    /// write registers through it as through its own mapping of the file.
+    pub fn bar(&self) -> &MappedRegion {
+        &self.bar
     }
 
     pub fn mac(&self) -> [u8; 6] {
@@ -1111,6 +1206,9 @@ impl Port {
             own_key: self.rar.first().copied().unwrap_or(u64::MAX),
             promiscuous_unicast: cfg.fctrl & FCTRL_UPE != 0,
             buffers: Window::EMPTY,
+            addresses: [0; RX_FETCH],
+            fetched: 0,
+            used: 0,
             written_back_to: q.head,
             pending_lens: [0; 4],
             frames: 0,
@@ -1260,23 +1358,22 @@ impl Port {
 
     /// Runs the transmit queues [model §4.4], appending finished frames to `batch`. Frames
     /// leave no faster than line rate: a frame starts only when the wire is free.
-    pub fn transmit(&mut self, dma: &mut impl DmaSpace, now_ps: u64, batch: &mut TxBatch) {
+    pub fn transmit(&mut self, dma: &mut impl DmaSpace, now_ps: u64, out: &mut impl TxOutput) {
         let n = self.active_tx.len();
         if n == 0 || self.tx_paused || !self.paths.tx_open {
             return;
         }
-        batch.loopback = self.paths.loopback;
         for k in 0..n {
-            if batch.is_full() || !self.tx_wire.ready(now_ps) {
+            if out.room() == 0 || !self.tx_wire.ready(now_ps) {
                 break;
             }
             let q = self.active_tx[(self.tx_rr + k) % n];
-            self.transmit_queue(dma, q, now_ps, batch);
+            self.transmit_queue(dma, q, now_ps, out);
         }
         self.tx_rr = (self.tx_rr + 1) % n;
     }
 
-    fn transmit_queue(&mut self, dma: &mut impl DmaSpace, qi: u32, now_ps: u64, batch: &mut TxBatch) {
+    fn transmit_queue(&mut self, dma: &mut impl DmaSpace, qi: u32, now_ps: u64, out: &mut impl TxOutput) {
         let mut q = std::mem::take(&mut self.tx[qi as usize]);
         if !q.enabled || q.faulted || q.size == 0 {
             self.tx[qi as usize] = q;
@@ -1286,13 +1383,13 @@ impl Port {
         let ring = Ring::resolve(dma, q.base, q.size);
         let mut write_head_back = false;
         let mut processed = 0;
-        while q.head != q.tail && processed < TX_DESCRIPTORS_PER_CALL && !batch.is_full() {
+        while q.head != q.tail && processed < TX_DESCRIPTORS_PER_CALL && out.room() > 0 {
             if q.frame.is_empty() && !self.tx_wire.ready(now_ps) {
                 break;
             }
             if let (Some(r), true) = (ring, q.frame.is_empty()) {
-                processed += self.transmit_simple(&*dma, &mut q, r, now_ps, batch, &mut write_head_back, processed);
-                if q.head == q.tail || processed >= TX_DESCRIPTORS_PER_CALL || batch.is_full() {
+                processed += self.transmit_simple(&*dma, &mut q, r, now_ps, out, &mut write_head_back, processed);
+                if q.head == q.tail || processed >= TX_DESCRIPTORS_PER_CALL || out.room() == 0 {
                     break;
                 }
                 if !self.tx_wire.ready(now_ps) {
@@ -1300,7 +1397,7 @@ impl Port {
                 }
             }
             // A descriptor the fast path does not take.
-            if !self.transmit_descriptor(dma, qi, &mut q, ring, now_ps, batch, &mut write_head_back) {
+            if !self.transmit_descriptor(dma, qi, &mut q, ring, now_ps, out, &mut write_head_back) {
                 break;
             }
             processed += 1;
@@ -1332,7 +1429,7 @@ impl Port {
         q: &mut TxQueue,
         ring: Ring,
         now_ps: u64,
-        batch: &mut TxBatch,
+        out: &mut impl TxOutput,
         write_head_back: &mut bool,
         processed: usize,
     ) -> usize {
@@ -1340,12 +1437,23 @@ impl Port {
         let (mut head, tail, size) = (q.head, q.tail, q.size);
         let head_wb = q.head_wb.is_some();
         let always_write_back = q.wthresh > 0;
-        let limit = (TX_DESCRIPTORS_PER_CALL - processed).min(batch.room());
+        let limit = (TX_DESCRIPTORS_PER_CALL - processed).min(out.room());
         let mut buffers = Window::EMPTY;
         let (mut packets, mut bytes, mut broadcast, mut multicast) = (0u64, 0u64, 0u64, 0u64);
+        // The descriptors this call may process, fetched in one burst.
+        let owned = if tail >= head { tail - head } else { tail + size - head } as usize;
+        let count = owned.min(limit);
+        let mut fetched = [0u8; 16 * TX_DESCRIPTORS_PER_CALL];
+        let fetched = &mut fetched[..count * 16];
+        ring.read_run(dma, head, fetched);
         let mut n = 0;
-        while head != tail && n < limit && self.tx_wire.ready(now_ps) {
-            let (addr, qword1) = ring.read(dma, head);
+        for descriptor in fetched.chunks_exact(16) {
+            if !self.tx_wire.ready(now_ps) {
+                break;
+            }
+            let (addr, qword1) = descriptor.split_at(8);
+            let addr = u64::from_le_bytes(addr.try_into().unwrap_or_default());
+            let qword1 = u64::from_le_bytes(qword1.try_into().unwrap_or_default());
             let cmd = (qword1 >> 24) as u8;
             let len = (qword1 & 0xFFFF) as usize;
             // Legacy [DS 7.2.3.2.2] or advanced data (DTYP 0011) [DS 7.2.3.2.4].
@@ -1369,11 +1477,11 @@ impl Port {
             // Pad to 64 bytes with FCS [DS 8.2.3.22.8].
             let padded = if keep < MIN_FRAME && cfg.tx_pad { MIN_FRAME } else { keep };
             let end = self.tx_wire.send(now_ps, padded);
-            let frame = batch.push_from(dma.region(buffers.region), offset, keep, padded, end);
+            let dst = out.take_from(dma.region(buffers.region), offset, keep, padded, end);
             packets += 1;
             bytes += padded as u64;
-            if let Some(dst) = frame.first_chunk::<6>() {
-                if dst == &[0xFF; 6] {
+            if let Some(dst) = dst {
+                if dst == [0xFF; 6] {
                     broadcast += 1;
                 } else if dst[0] & 1 != 0 {
                     multicast += 1;
@@ -1418,7 +1526,7 @@ impl Port {
         q: &mut TxQueue,
         ring: Option<Ring>,
         now_ps: u64,
-        batch: &mut TxBatch,
+        out: &mut impl TxOutput,
         write_head_back: &mut bool,
     ) -> bool {
         let desc = q.base + u64::from(q.head) * 16;
@@ -1478,7 +1586,7 @@ impl Port {
                 q.frame.clear();
                 q.frame_bad = false;
             } else if !q.frame.is_empty() {
-                self.emit(q, cmd & TX_IFCS != 0, now_ps, batch);
+                self.emit(q, cmd & TX_IFCS != 0, now_ps, out);
             }
         }
         if q.head_wb.is_some() {
@@ -1502,7 +1610,7 @@ impl Port {
     }
 
     /// Sends the frame gathered in `q.frame`.
-    fn emit(&mut self, q: &mut TxQueue, ifcs: bool, now_ps: u64, batch: &mut TxBatch) {
+    fn emit(&mut self, q: &mut TxQueue, ifcs: bool, now_ps: u64, out: &mut impl TxOutput) {
         let cfg = self.paths;
         if !(ifcs && cfg.tx_crc) {
             // The driver supplied the FCS as the last 4 bytes [DS 7.2.3.2.2, IFCS].
@@ -1522,7 +1630,7 @@ impl Port {
         };
         self.count_transmitted(q.stat, 1, q.frame.len() as u64, broadcast, multicast);
         let end = self.tx_wire.send(now_ps, q.frame.len());
-        batch.push(&q.frame, end);
+        out.take(&q.frame, end);
         q.frame.clear();
     }
 

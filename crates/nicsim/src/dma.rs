@@ -196,6 +196,7 @@ pub fn write_u32(space: &mut impl DmaSpace, phys: u64, value: u32) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ring {
     location: Location,
+    size: u32,
     generation: u64,
 }
 
@@ -205,7 +206,7 @@ impl Ring {
     #[inline]
     pub fn resolve(space: &mut impl DmaSpace, base: u64, size: u32) -> Option<Ring> {
         let location = resolve_range(space, base, size as usize * 16)?;
-        Some(Ring { location, generation: space.generation() })
+        Some(Ring { location, size, generation: space.generation() })
     }
 
     /// Whether the ring still resolves the same way in `space`.
@@ -220,6 +221,21 @@ impl Ring {
         let r = space.region(self.location.region);
         let off = self.location.offset + index as usize * 16;
         (r.read_u64(off), r.read_u64(off + 8))
+    }
+
+    /// Copies `out.len() / 16` descriptors from `index` on, wrapping at the end of the ring,
+    /// into `out`: at most two bulk reads, as the device fetches descriptors in bursts
+    /// [DS 7.2.3.4.1].
+    #[inline]
+    pub fn read_run(&self, space: &impl DmaSpace, index: u32, out: &mut [u8]) {
+        let r = space.region(self.location.region);
+        let index = index.min(self.size) as usize;
+        let first = out.len().min((self.size as usize - index) * 16);
+        let (before_end, wrapped) = out.split_at_mut(first);
+        r.read_bytes(self.location.offset + index * 16, before_end);
+        if !wrapped.is_empty() {
+            r.read_bytes(self.location.offset, wrapped);
+        }
     }
 
     /// Qword 0 of descriptor `index`.

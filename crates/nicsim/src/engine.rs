@@ -162,7 +162,14 @@ impl<D: DmaSpace> Engine<D> {
             p.poll_doorbells();
         }
         for i in 0..ports.len() {
+            let captured = wires[i].pcap.as_ref().is_some_and(|p| p.direction != Direction::Rx);
+            if wires[i].cable.is_none() && !ports[i].loops_back() && !captured {
+                // Only the sink sees these frames: it reads them in driver memory.
+                ports[i].transmit(dma, now_ps, &mut wires[i].sink);
+                continue;
+            }
             batch.clear();
+            batch.loopback = ports[i].loops_back();
             ports[i].transmit(dma, now_ps, batch);
             if batch.is_empty() {
                 continue;

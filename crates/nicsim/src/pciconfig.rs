@@ -93,6 +93,11 @@ impl PciConfig {
     }
 
     /// The COMMAND register.
+    /// The shared mapping (what a driver reads and writes as the `config` file).
+    pub fn region(&self) -> &MappedRegion {
+        &self.map
+    }
+
     pub fn command(&self) -> u16 {
         u16::from_le_bytes([self.shadow[COMMAND], self.shadow[COMMAND + 1]])
     }

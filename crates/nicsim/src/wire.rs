@@ -47,11 +47,21 @@ pub fn line_rate_pps(frame_len: usize, gbps: f64) -> f64 {
 pub struct WireClock {
     free_at_ps: u64,
     ps_per_byte_x1000: u64,
+    /// The last frame length sent and how long it occupies the wire: consecutive frames
+    /// mostly have one length, and this spares the multiply and divide.
+    last: (usize, u64),
 }
 
 impl WireClock {
     pub fn new(gbps: f64) -> Self {
-        WireClock { free_at_ps: 0, ps_per_byte_x1000: (ps_per_byte(gbps) * 1000.0).round() as u64 }
+        WireClock { free_at_ps: 0, ps_per_byte_x1000: (ps_per_byte(gbps) * 1000.0).round() as u64, last: (0, 0) }
+    }
+
+    /// How long a frame of `len` bytes (without FCS) occupies the wire, with FCS, preamble
+    /// and gap.
+    #[inline]
+    fn duration_ps(&self, len: usize) -> u64 {
+        (len as u64 + FCS_LEN as u64 + WIRE_OVERHEAD) * self.ps_per_byte_x1000 / 1000
     }
 
     /// Whether a frame may start at `now_ps`.
@@ -65,7 +75,10 @@ impl WireClock {
     #[inline]
     pub fn send(&mut self, now_ps: u64, len: usize) -> u64 {
         let start = self.free_at_ps.max(now_ps.saturating_sub(BURST_PS));
-        self.free_at_ps = start + (len as u64 + FCS_LEN as u64 + WIRE_OVERHEAD) * self.ps_per_byte_x1000 / 1000;
+        if self.last.0 != len {
+            self.last = (len, self.duration_ps(len));
+        }
+        self.free_at_ps = start + self.last.1;
         self.free_at_ps
     }
 }
@@ -150,9 +163,9 @@ pub struct Generator {
     pub stream: u16,
     spec: TrafficSpec,
     active: bool,
-    /// One template per frame size (several for a size sweep, used in turn), each with the
-    /// partial IP checksum of its fixed header fields. Frames are patched in place.
-    templates: Vec<(Vec<u8>, u32)>,
+    /// One template per frame size (several for a size sweep, used in turn). Frames are
+    /// patched in place.
+    templates: Vec<Template>,
     /// The template the next frame uses.
     at: usize,
     next_x1000: u64,
@@ -204,9 +217,9 @@ impl Generator {
         let dst = spec.dst_mac.unwrap_or(dst_mac);
         self.templates = (spec.size..=spec.size_max.unwrap_or(spec.size))
             .map(|size| {
-                let f = build_template(size, dst, self.stream);
-                let partial = ip_checksum_partial(&f[14..34]);
-                (f, partial)
+                let frame = build_template(size, dst, self.stream);
+                let ip_partial = ip_checksum_partial(&frame[14..34]);
+                Template { frame, ip_partial, flow: None }
             })
             .collect();
         self.at = 0;
@@ -274,11 +287,15 @@ impl Generator {
         self.at = if at + 1 >= self.templates.len() { 0 } else { at + 1 };
         self.sent += 1;
         self.sent_this_start += 1;
-        let (frame, ip_partial) = self.templates.get_mut(at)?;
-        let end = wire.send(now_ps, frame.len());
-        self.bytes += frame.len() as u64;
-        patch(frame, *ip_partial, self.stream, seq, end / 1000, flow);
-        Some((frame, end))
+        let t = self.templates.get_mut(at)?;
+        let end = wire.send(now_ps, t.frame.len());
+        self.bytes += t.frame.len() as u64;
+        if t.flow != Some(flow) {
+            patch_flow(&mut t.frame, t.ip_partial, self.stream, flow);
+            t.flow = Some(flow);
+        }
+        patch_sequence(&mut t.frame, seq, end / 1000);
+        Some((&t.frame, end))
     }
 
     /// Delivers the frames due at `now_ps`, at most `max`, calling `deliver(frame, wire_end_ps)`
@@ -301,10 +318,20 @@ impl Generator {
     }
 }
 
-/// Writes a generated frame's varying fields into its template: source IP and UDP port of the
-/// flow, the IP checksum, sequence number and timestamp.
-#[inline(always)]
-fn patch(frame: &mut [u8], ip_partial: u32, stream: u16, seq: u64, timestamp_ns: u64, flow: u32) {
+/// A generator frame of one size.
+#[derive(Debug)]
+struct Template {
+    frame: Vec<u8>,
+    /// Partial IP checksum of the header fields that never change.
+    ip_partial: u32,
+    /// The flow whose addresses the frame carries now; with one flow (or when the flow
+    /// repeats) only the sequence number and timestamp change from frame to frame.
+    flow: Option<u32>,
+}
+
+/// Writes the fields of `flow` into a generated frame: source IP and UDP port, IP checksum.
+#[inline]
+fn patch_flow(frame: &mut [u8], ip_partial: u32, stream: u16, flow: u32) {
     // Every template has at least MIN_FRAME bytes; one check here spares one per field.
     let Some(f) = frame.first_chunk_mut::<MIN_FRAME>() else { return };
     // Source IP 10.<stream>.x.y and source UDP port vary with the flow.
@@ -315,6 +342,12 @@ fn patch(frame: &mut [u8], ip_partial: u32, stream: u16, seq: u64, timestamp_ns:
     f[34..36].copy_from_slice(&sport.to_be_bytes());
     let sum = ip_partial + (src_ip >> 16) + (src_ip & 0xFFFF);
     f[24..26].copy_from_slice(&fold_checksum(sum).to_be_bytes());
+}
+
+/// Writes the sequence number and timestamp into a generated frame's payload.
+#[inline(always)]
+fn patch_sequence(frame: &mut [u8], seq: u64, timestamp_ns: u64) {
+    let Some(f) = frame.first_chunk_mut::<MIN_FRAME>() else { return };
     f[PAYLOAD..PAYLOAD + 8].copy_from_slice(&seq.to_le_bytes());
     f[PAYLOAD + 8..PAYLOAD + 16].copy_from_slice(&timestamp_ns.to_le_bytes());
 }
@@ -388,6 +421,9 @@ pub struct StreamStats {
     next_seq: u64,
 }
 
+/// The bytes of a frame a sink reads: headers and nicsim's payload fields.
+pub const SINK_HEAD: usize = 64;
+
 /// Maximum number of generator streams a sink tracks (one per port).
 pub const MAX_STREAMS: usize = 16;
 
@@ -421,9 +457,16 @@ impl Sink {
     /// Accounts one frame whose last bit left the wire at `end_ps`.
     #[inline]
     pub fn consume(&mut self, frame: &[u8], end_ps: u64) {
+        self.consume_head(&frame[..frame.len().min(SINK_HEAD)], frame.len(), end_ps);
+    }
+
+    /// [`Self::consume`] given only the first [`SINK_HEAD`] bytes (or all, if fewer) of a
+    /// frame of `len` bytes: all a sink reads.
+    #[inline]
+    pub fn consume_head(&mut self, head: &[u8], len: usize, end_ps: u64) {
         self.packets += 1;
-        self.bytes += frame.len() as u64;
-        let Some((stream, seq, ts_ns)) = parse_payload(frame) else {
+        self.bytes += len as u64;
+        let Some((stream, seq, ts_ns)) = parse_payload(head) else {
             self.foreign += 1;
             return;
         };

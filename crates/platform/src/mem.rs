@@ -246,7 +246,9 @@ impl MappedRegion {
 /// Copies `len` bytes between two ranges that do not overlap. Lengths of 32 to 64 bytes (a
 /// minimum-size frame) are two overlapping 32-byte moves inline, a few instructions instead of
 /// a call into `memcpy` and its size dispatch; a packet simulator copies such frames tens of
-/// millions of times a second.
+/// millions of times a second. Bytes where the two moves overlap are stored twice, so this
+/// is for data no other agent may write meanwhile (packet buffers), not for words another
+/// process polls and rewrites (descriptors): its write could land between the two stores.
 ///
 /// # Safety
 /// `src..src + len` must be readable, `dst..dst + len` writable, and the two must not overlap.
