@@ -11,7 +11,7 @@ use crate::dma::{self, DmaSpace, Ring, Window};
 use crate::lint::{rule, Lints};
 use crate::pciconfig::PciConfig;
 use crate::regs::*;
-use crate::wire::{crc32, Sink, WireClock, FCS_LEN, MIN_FRAME, SINK_HEAD};
+use crate::wire::{crc32, DueFrame, Sink, WireClock, FCS_LEN, MIN_FRAME, SINK_HEAD};
 use platform::MappedRegion;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -291,6 +291,24 @@ impl RxRun {
     /// `false` (and nothing done) if the fast path does not cover it.
     #[inline(always)]
     fn push(&mut self, dma: &impl DmaSpace, frame: &[u8]) -> bool {
+        self.push_with(dma, frame, |_, _| {})
+    }
+
+    /// [`Self::push`] for a generated frame given as its template and the sequence fields
+    /// still to be written into it (see [`DueFrame`]).
+    #[inline(always)]
+    fn push_generated(&mut self, dma: &impl DmaSpace, due: &DueFrame) -> bool {
+        let (at, seq, timestamp) = due.sequence_fields();
+        self.push_with(dma, due.template(), |region, offset| {
+            region.write_u64(offset + at, seq);
+            region.write_u64(offset + at + 8, timestamp);
+        })
+    }
+
+    /// [`Self::push`], with `finish(region, offset)` called after `frame` is copied to
+    /// `offset` in `region` and before its descriptor is written back.
+    #[inline(always)]
+    fn push_with(&mut self, dma: &impl DmaSpace, frame: &[u8], finish: impl FnOnce(&MappedRegion, usize)) -> bool {
         let len = frame.len();
         if !(MIN_FRAME..=self.max_len).contains(&len) {
             return false;
@@ -331,7 +349,9 @@ impl RxRun {
                 None => return false,
             },
         };
-        dma.region(self.buffers.region).write_bytes(offset, frame);
+        let region = dma.region(self.buffers.region);
+        region.write_bytes(offset, frame);
+        finish(region, offset);
         self.used += 1;
         self.pending_lens[(head & 3) as usize] = len as u16;
         let next = if head + 1 == self.size { 0 } else { head + 1 };
@@ -1229,6 +1249,21 @@ impl Port {
             }
         }
         self.rx_run_slow(dma, run, frame);
+    }
+
+    /// [`Self::rx_run_frame`] for a generated frame. The fast path writes the template and
+    /// then the sequence fields into the buffer. Patching the template first and copying it
+    /// would load bytes just stored, and that load waits until the stores reach the cache,
+    /// which happens only after the previous frame's buffer line arrived from the driver's
+    /// core.
+    #[inline(always)]
+    pub fn rx_run_generated(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, due: DueFrame) {
+        if let Some(r) = run.as_mut() {
+            if r.push_generated(&*dma, &due) {
+                return;
+            }
+        }
+        self.rx_run_slow(dma, run, due.into_frame());
     }
 
     #[inline(never)]

@@ -213,11 +213,12 @@ impl<D: DmaSpace> Engine<D> {
             let mut pcap = w.pcap.as_mut().filter(|p| p.direction != Direction::Tx);
             let mut run = port.rx_run_begin(dma);
             for _ in 0..allowed {
-                let Some((frame, end_ps)) = w.generator.next_frame(now_ps, &mut w.rx_clock) else { break };
+                let Some(mut due) = w.generator.next_due(now_ps, &mut w.rx_clock) else { break };
                 if let Some(p) = pcap.as_mut() {
-                    let _ = p.record(frame, end_ps);
+                    let end_ps = due.end_ps;
+                    let _ = p.record(due.frame(), end_ps);
                 }
-                port.rx_run_frame(dma, &mut run, frame);
+                port.rx_run_generated(dma, &mut run, due);
             }
             port.rx_run_end(dma, run);
         }

@@ -277,6 +277,15 @@ impl Generator {
     /// at most as often as [`Self::allowance`] allowed.
     #[inline]
     pub fn next_frame(&mut self, now_ps: u64, wire: &mut WireClock) -> Option<(&[u8], u64)> {
+        let due = self.next_due(now_ps, wire)?;
+        let end = due.end_ps;
+        Some((due.into_frame(), end))
+    }
+
+    /// [`Self::next_frame`], with the sequence number and timestamp not yet written into the
+    /// frame: a consumer may write the template and then those fields (see [`DueFrame`]).
+    #[inline]
+    pub fn next_due(&mut self, now_ps: u64, wire: &mut WireClock) -> Option<DueFrame<'_>> {
         // Due while next_x1000 / 1000 <= now + lookahead.
         if self.next_x1000 >= (now_ps + LOOKAHEAD_PS + 1) * 1000 || !wire.ready(now_ps) {
             return None;
@@ -294,8 +303,7 @@ impl Generator {
             patch_flow(&mut t.frame, t.ip_partial, self.stream, flow);
             t.flow = Some(flow);
         }
-        patch_sequence(&mut t.frame, seq, end / 1000);
-        Some((&t.frame, end))
+        Some(DueFrame { frame: &mut t.frame, seq, timestamp_ns: end / 1000, end_ps: end })
     }
 
     /// Delivers the frames due at `now_ps`, at most `max`, calling `deliver(frame, wire_end_ps)`
@@ -315,6 +323,45 @@ impl Generator {
             n += 1;
         }
         n
+    }
+}
+
+/// A generated frame that is due: its template, whose sequence number and timestamp are not
+/// yet written, and those two fields.
+pub struct DueFrame<'a> {
+    frame: &'a mut Vec<u8>,
+    seq: u64,
+    timestamp_ns: u64,
+    /// When its last bit arrives.
+    pub end_ps: u64,
+}
+
+impl<'a> DueFrame<'a> {
+    /// The frame with every field written.
+    #[inline]
+    pub fn into_frame(self) -> &'a [u8] {
+        patch_sequence(self.frame, self.seq, self.timestamp_ns);
+        self.frame
+    }
+
+    /// The frame with every field written, keeping the `DueFrame`.
+    #[inline]
+    pub fn frame(&mut self) -> &[u8] {
+        patch_sequence(self.frame, self.seq, self.timestamp_ns);
+        self.frame
+    }
+
+    /// The frame without its sequence number and timestamp (those of an earlier frame).
+    #[inline(always)]
+    pub fn template(&self) -> &[u8] {
+        self.frame
+    }
+
+    /// Where the sequence number and timestamp go (little-endian, one after the other), and
+    /// their values.
+    #[inline(always)]
+    pub fn sequence_fields(&self) -> (usize, u64, u64) {
+        (PAYLOAD, self.seq, self.timestamp_ns)
     }
 }
 

@@ -183,9 +183,12 @@ fn generated_frames_fill_the_receive_ring_in_sequence_and_drop_beyond_it() {
     r.run(20);
     let got = r.received(1);
     assert_eq!(got.len(), RING as usize - 1, "every descriptor the driver gave is filled");
+    let mut last_timestamp = 0;
     for (i, f) in got.iter().enumerate() {
-        let (stream, seq, _) = parse_payload(f).expect("a generator frame");
+        let (stream, seq, timestamp) = parse_payload(f).expect("a generator frame");
         assert_eq!((stream, seq), (1, i as u64));
+        assert!(timestamp > last_timestamp, "frame {i}: timestamps increase frame by frame");
+        last_timestamp = timestamp;
     }
     let c = &r.engine.ports[1].counters;
     assert_eq!((c.gprc, c.qprc[0], c.qprdc[0]), (100, 31, 69), "the rest dropped for want of descriptors");
