@@ -28,7 +28,7 @@ const TX_DEXT: u8 = 1 << 5;
 /// Receive descriptors a run fetches at once.
 const RX_FETCH: usize = 64;
 /// Descriptors one transmit queue processes per engine iteration at most.
-const TX_DESCRIPTORS_PER_CALL: usize = 64;
+const TX_DESCRIPTORS_PER_CALL: usize = 128;
 /// Largest frame a TX queue gathers before declaring it malformed.
 const MAX_TX_FRAME: usize = 16 * 1024;
 /// At most this many DMA faults are kept per port (all are counted).

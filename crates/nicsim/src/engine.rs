@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Slow-path period.
 const SCAN_PERIOD_PS: u64 = 100_000_000; // 100 µs
 /// Frames each generator may deliver per iteration.
-const GEN_BURST: usize = 64;
+const GEN_BURST: usize = 128;
 
 /// A control request (one JSON object per line on the socket).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -140,7 +140,7 @@ impl<D: DmaSpace> Engine<D> {
             gbps,
             epoch: Instant::now(),
             epoch_wall_ns,
-            batch: TxBatch::new(64),
+            batch: TxBatch::new(128),
             iterations: 0,
             next_scan_ps: 0,
             info,
