@@ -11,7 +11,7 @@ use crate::dma::{self, DmaSpace, Ring, Window};
 use crate::lint::{rule, Lints};
 use crate::pciconfig::PciConfig;
 use crate::regs::*;
-use crate::wire::{crc32, DueFrame, Sink, WireClock, FCS_LEN, MIN_FRAME, SINK_HEAD};
+use crate::wire::{crc32, DueFrame, FlowFields, Sink, WireClock, FCS_LEN, MIN_FRAME, SINK_HEAD};
 use platform::MappedRegion;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -299,7 +299,14 @@ impl RxRun {
     #[inline(always)]
     fn push_generated(&mut self, dma: &impl DmaSpace, due: &DueFrame) -> bool {
         let (at, seq, timestamp) = due.sequence_fields();
+        let flow = due.flow_fields();
         self.push_with(dma, due.template(), |region, offset| {
+            if let Some(f) = flow {
+                // Big-endian in the frame: the little-endian stores of the swapped values.
+                region.write_u16(offset + FlowFields::CHECKSUM_AT, f.checksum.swap_bytes());
+                region.write_u32(offset + FlowFields::SRC_IP_AT, f.src_ip.swap_bytes());
+                region.write_u16(offset + FlowFields::SRC_PORT_AT, f.src_port.swap_bytes());
+            }
             region.write_u64(offset + at, seq);
             region.write_u64(offset + at + 8, timestamp);
         })
@@ -1257,13 +1264,13 @@ impl Port {
     /// which happens only after the previous frame's buffer line arrived from the driver's
     /// core.
     #[inline(always)]
-    pub fn rx_run_generated(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, due: DueFrame) {
+    pub fn rx_run_generated(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, due: &mut DueFrame) {
         if let Some(r) = run.as_mut() {
-            if r.push_generated(&*dma, &due) {
+            if r.push_generated(&*dma, due) {
                 return;
             }
         }
-        self.rx_run_slow(dma, run, due.into_frame());
+        self.rx_run_slow(dma, run, due.frame());
     }
 
     #[inline(never)]

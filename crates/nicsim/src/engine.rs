@@ -218,7 +218,7 @@ impl<D: DmaSpace> Engine<D> {
                     let end_ps = due.end_ps;
                     let _ = p.record(due.frame(), end_ps);
                 }
-                port.rx_run_generated(dma, &mut run, due);
+                port.rx_run_generated(dma, &mut run, &mut due);
             }
             port.rx_run_end(dma, run);
         }

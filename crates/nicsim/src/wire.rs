@@ -219,7 +219,7 @@ impl Generator {
             .map(|size| {
                 let frame = build_template(size, dst, self.stream);
                 let ip_partial = ip_checksum_partial(&frame[14..34]);
-                Template { frame, ip_partial, flow: None }
+                Template { frame, ip_partial, flow: None, pending: None }
             })
             .collect();
         self.at = 0;
@@ -299,11 +299,18 @@ impl Generator {
         let t = self.templates.get_mut(at)?;
         let end = wire.send(now_ps, t.frame.len());
         self.bytes += t.frame.len() as u64;
+        t.pending = None;
         if t.flow != Some(flow) {
-            patch_flow(&mut t.frame, t.ip_partial, self.stream, flow);
-            t.flow = Some(flow);
+            let fields = FlowFields::of(t.ip_partial, self.stream, flow);
+            if self.spec.flows <= 1 {
+                // One flow: the template takes it once and keeps it.
+                fields.write_into(&mut t.frame);
+                t.flow = Some(flow);
+            } else {
+                t.pending = Some((flow, fields));
+            }
         }
-        Some(DueFrame { frame: &mut t.frame, seq, timestamp_ns: end / 1000, end_ps: end })
+        Some(DueFrame { template: t, seq, timestamp_ns: end / 1000, end_ps: end })
     }
 
     /// Delivers the frames due at `now_ps`, at most `max`, calling `deliver(frame, wire_end_ps)`
@@ -326,10 +333,11 @@ impl Generator {
     }
 }
 
-/// A generated frame that is due: its template, whose sequence number and timestamp are not
-/// yet written, and those two fields.
+/// A generated frame that is due: its template, the fields in which it differs from the
+/// template (sequence number, timestamp, and the flow's addresses if the template carries
+/// another flow), and when its last bit arrives.
 pub struct DueFrame<'a> {
-    frame: &'a mut Vec<u8>,
+    template: &'a mut Template,
     seq: u64,
     timestamp_ns: u64,
     /// When its last bit arrives.
@@ -337,24 +345,39 @@ pub struct DueFrame<'a> {
 }
 
 impl<'a> DueFrame<'a> {
+    fn patch(&mut self) {
+        if let Some((flow, f)) = self.template.pending.take() {
+            f.write_into(&mut self.template.frame);
+            self.template.flow = Some(flow);
+        }
+        patch_sequence(&mut self.template.frame, self.seq, self.timestamp_ns);
+    }
+
     /// The frame with every field written.
     #[inline]
-    pub fn into_frame(self) -> &'a [u8] {
-        patch_sequence(self.frame, self.seq, self.timestamp_ns);
-        self.frame
+    pub fn into_frame(mut self) -> &'a [u8] {
+        self.patch();
+        &self.template.frame
     }
 
     /// The frame with every field written, keeping the `DueFrame`.
     #[inline]
     pub fn frame(&mut self) -> &[u8] {
-        patch_sequence(self.frame, self.seq, self.timestamp_ns);
-        self.frame
+        self.patch();
+        &self.template.frame
     }
 
-    /// The frame without its sequence number and timestamp (those of an earlier frame).
+    /// The frame as it stands in the template: [`Self::flow_fields`] and
+    /// [`Self::sequence_fields`] still to be written over it.
     #[inline(always)]
     pub fn template(&self) -> &[u8] {
-        self.frame
+        &self.template.frame
+    }
+
+    /// The flow's address fields, if they differ from the template's.
+    #[inline(always)]
+    pub fn flow_fields(&self) -> Option<FlowFields> {
+        self.template.pending.map(|(_, f)| f)
     }
 
     /// Where the sequence number and timestamp go (little-endian, one after the other), and
@@ -362,6 +385,38 @@ impl<'a> DueFrame<'a> {
     #[inline(always)]
     pub fn sequence_fields(&self) -> (usize, u64, u64) {
         (PAYLOAD, self.seq, self.timestamp_ns)
+    }
+}
+
+/// The fields a flow changes in a generated frame, as values whose big-endian bytes go into
+/// the frame: IP header checksum, source IP address, source UDP port.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowFields {
+    pub checksum: u16,
+    pub src_ip: u32,
+    pub src_port: u16,
+}
+
+impl FlowFields {
+    pub const CHECKSUM_AT: usize = 24;
+    pub const SRC_IP_AT: usize = 26;
+    pub const SRC_PORT_AT: usize = 34;
+
+    /// Source IP 10.<stream>.x.y and source UDP port vary with the flow.
+    fn of(ip_partial: u32, stream: u16, flow: u32) -> FlowFields {
+        let src_ip = (10u32 << 24) | ((stream as u32 & 0xFF) << 16) | (flow & 0xFFFF);
+        let src_ip = src_ip.wrapping_add((flow >> 16) << 8);
+        let src_port = 1024 + (flow % 60000) as u16;
+        let checksum = fold_checksum(ip_partial + (src_ip >> 16) + (src_ip & 0xFFFF));
+        FlowFields { checksum, src_ip, src_port }
+    }
+
+    fn write_into(&self, frame: &mut [u8]) {
+        // Every template has at least MIN_FRAME bytes; one check here spares one per field.
+        let Some(f) = frame.first_chunk_mut::<MIN_FRAME>() else { return };
+        f[Self::CHECKSUM_AT..Self::CHECKSUM_AT + 2].copy_from_slice(&self.checksum.to_be_bytes());
+        f[Self::SRC_IP_AT..Self::SRC_IP_AT + 4].copy_from_slice(&self.src_ip.to_be_bytes());
+        f[Self::SRC_PORT_AT..Self::SRC_PORT_AT + 2].copy_from_slice(&self.src_port.to_be_bytes());
     }
 }
 
@@ -374,21 +429,8 @@ struct Template {
     /// The flow whose addresses the frame carries now; with one flow (or when the flow
     /// repeats) only the sequence number and timestamp change from frame to frame.
     flow: Option<u32>,
-}
-
-/// Writes the fields of `flow` into a generated frame: source IP and UDP port, IP checksum.
-#[inline]
-fn patch_flow(frame: &mut [u8], ip_partial: u32, stream: u16, flow: u32) {
-    // Every template has at least MIN_FRAME bytes; one check here spares one per field.
-    let Some(f) = frame.first_chunk_mut::<MIN_FRAME>() else { return };
-    // Source IP 10.<stream>.x.y and source UDP port vary with the flow.
-    let src_ip = (10u32 << 24) | ((stream as u32 & 0xFF) << 16) | (flow & 0xFFFF);
-    let src_ip = src_ip.wrapping_add((flow >> 16) << 8);
-    f[26..30].copy_from_slice(&src_ip.to_be_bytes());
-    let sport = 1024 + (flow % 60000) as u16;
-    f[34..36].copy_from_slice(&sport.to_be_bytes());
-    let sum = ip_partial + (src_ip >> 16) + (src_ip & 0xFFFF);
-    f[24..26].copy_from_slice(&fold_checksum(sum).to_be_bytes());
+    /// The flow of the frame now due and its fields, if the frame does not carry them yet.
+    pending: Option<(u32, FlowFields)>,
 }
 
 /// Writes the sequence number and timestamp into a generated frame's payload.

@@ -196,3 +196,26 @@ fn generated_frames_fill_the_receive_ring_in_sequence_and_drop_beyond_it() {
     assert_eq!(r.engine.wires[1].generator.sent, 100);
     assert!(r.received(0).is_empty(), "port 0's generator is off");
 }
+
+#[test]
+fn generated_flows_reach_the_ring_with_their_addresses_and_valid_checksums() {
+    let mut r = Rig::new(&[]);
+    let spec = TrafficSpec { count: Some(20), flows: 4, ..Default::default() };
+    r.engine.handle(Request::Start { port: 0, spec }, r.now).unwrap();
+    r.run(5);
+    let got = r.received(0);
+    assert_eq!(got.len(), 20);
+    let ip_sum = |f: &[u8]| -> u32 { f[14..34].chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum() };
+    for (i, f) in got.iter().enumerate() {
+        let mut sum = ip_sum(f);
+        while sum > 0xFFFF {
+            sum = (sum & 0xFFFF) + (sum >> 16);
+        }
+        assert_eq!(sum, 0xFFFF, "frame {i}: IP header checksum");
+        assert_eq!(f[26..30], got[i % 4][26..30], "frame {i}: the source address repeats every 4 frames");
+        assert_eq!(f[34..36], got[i % 4][34..36], "frame {i}: so does the source port");
+        assert_eq!(parse_payload(f).map(|p| p.1), Some(i as u64));
+    }
+    assert_ne!(got[0][26..30], got[1][26..30], "flows differ in their source address");
+    assert_ne!(got[0][34..36], got[1][34..36], "and in their source port");
+}
