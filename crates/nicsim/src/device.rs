@@ -299,17 +299,20 @@ impl RxRun {
     #[inline(always)]
     fn push_generated(&mut self, dma: &impl DmaSpace, due: &DueFrame) -> bool {
         let (at, seq, timestamp) = due.sequence_fields();
-        let flow = due.flow_fields();
-        self.push_with(dma, due.template(), |region, offset| {
-            if let Some(f) = flow {
+        match due.flow_fields() {
+            None => self.push_with(dma, due.template(), |region, offset| {
+                region.write_u64(offset + at, seq);
+                region.write_u64(offset + at + 8, timestamp);
+            }),
+            Some(f) => self.push_with(dma, due.template(), |region, offset| {
                 // Big-endian in the frame: the little-endian stores of the swapped values.
                 region.write_u16(offset + FlowFields::CHECKSUM_AT, f.checksum.swap_bytes());
                 region.write_u32(offset + FlowFields::SRC_IP_AT, f.src_ip.swap_bytes());
                 region.write_u16(offset + FlowFields::SRC_PORT_AT, f.src_port.swap_bytes());
-            }
-            region.write_u64(offset + at, seq);
-            region.write_u64(offset + at + 8, timestamp);
-        })
+                region.write_u64(offset + at, seq);
+                region.write_u64(offset + at + 8, timestamp);
+            }),
+        }
     }
 
     /// [`Self::push`], with `finish(region, offset)` called after `frame` is copied to

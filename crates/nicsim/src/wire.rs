@@ -299,16 +299,12 @@ impl Generator {
         let t = self.templates.get_mut(at)?;
         let end = wire.send(now_ps, t.frame.len());
         self.bytes += t.frame.len() as u64;
-        t.pending = None;
-        if t.flow != Some(flow) {
-            let fields = FlowFields::of(t.ip_partial, self.stream, flow);
-            if self.spec.flows <= 1 {
-                // One flow: the template takes it once and keeps it.
-                fields.write_into(&mut t.frame);
-                t.flow = Some(flow);
-            } else {
-                t.pending = Some((flow, fields));
-            }
+        if self.spec.flows > 1 {
+            t.pending = (t.flow != Some(flow)).then(|| (flow, FlowFields::of(t.ip_partial, self.stream, flow)));
+        } else if t.flow != Some(flow) {
+            // One flow: the template takes its fields once and keeps them.
+            FlowFields::of(t.ip_partial, self.stream, flow).write_into(&mut t.frame);
+            t.flow = Some(flow);
         }
         Some(DueFrame { template: t, seq, timestamp_ns: end / 1000, end_ps: end })
     }
@@ -376,8 +372,8 @@ impl<'a> DueFrame<'a> {
 
     /// The flow's address fields, if they differ from the template's.
     #[inline(always)]
-    pub fn flow_fields(&self) -> Option<FlowFields> {
-        self.template.pending.map(|(_, f)| f)
+    pub fn flow_fields(&self) -> Option<&FlowFields> {
+        self.template.pending.as_ref().map(|(_, f)| f)
     }
 
     /// Where the sequence number and timestamp go (little-endian, one after the other), and
