@@ -265,6 +265,20 @@ pub fn throughput(driver: &Driver, mode: &str, seconds: f64) -> Result<Throughpu
 pub fn instructions(driver: &Driver, mode: &str, seconds: f64) -> Result<Instructions, String> {
     let session = Session::start(&format!("{}-{mode}-cg", driver.name))?;
     let out_file = session.root.join("callgrind.out");
+    let result = count_instructions(&session, &out_file, driver, mode, seconds);
+    // The profile is ours to remove, whatever happened; the server then removes the directory
+    // it created when the session ends.
+    let _ = std::fs::remove_file(&out_file);
+    result
+}
+
+fn count_instructions(
+    session: &Session,
+    out_file: &Path,
+    driver: &Driver,
+    mode: &str,
+    seconds: f64,
+) -> Result<Instructions, String> {
     let prefix = vec![
         "valgrind".to_string(),
         "--tool=callgrind".to_string(),
@@ -298,7 +312,7 @@ pub fn instructions(driver: &Driver, mode: &str, seconds: f64) -> Result<Instruc
     let s = session.stats()?;
     let packets: u64 = s.ports.iter().map(|p| p.sink_packets).sum();
     let (offered, no_descriptor) = (growth(&s0, &s1, |p| p.generated), growth(&s0, &s1, |p| p.device.qprdc[0]));
-    let text = std::fs::read_to_string(&out_file).map_err(|e| format!("reading {}: {e}", out_file.display()))?;
+    let text = std::fs::read_to_string(out_file).map_err(|e| format!("reading {}: {e}", out_file.display()))?;
     let instructions =
         callgrind_total(&text).ok_or_else(|| format!("no instruction total in {}", out_file.display()))?;
     if instructions == 0 {

@@ -28,6 +28,15 @@ fn instructions_per_packet_come_from_the_forwarding_loop_only() {
     // that setup or idle polling would add.
     let per = i.per_packet();
     assert!((20.0..1_000.0).contains(&per), "{per} instructions per packet: {i:?}");
+    assert_eq!(leftovers(), Vec::<String>::new(), "the run leaves nothing in /dev/shm");
+}
+
+/// What this process's harness sessions left in /dev/shm.
+fn leftovers() -> Vec<String> {
+    let mine = format!("safenic-bench-{}-", std::process::id());
+    std::fs::read_dir("/dev/shm")
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).filter(|n| n.starts_with(&mine)).collect())
+        .unwrap_or_default()
 }
 
 #[test]
@@ -36,4 +45,5 @@ fn a_driver_without_the_named_loop_is_an_error() {
     d.hot_function = "*no_such_function*".into();
     let e = instructions(&d, "restricted", 1.0).unwrap_err();
     assert!(e.contains("no instructions"), "{e}");
+    assert_eq!(leftovers(), Vec::<String>::new(), "a failed run leaves nothing in /dev/shm either");
 }
