@@ -189,14 +189,8 @@ impl TxBatch {
             loopback: false,
         }
     }
-    pub fn len(&self) -> usize {
-        self.frames.len()
-    }
     pub fn is_empty(&self) -> bool {
         self.frames.is_empty()
-    }
-    pub fn is_full(&self) -> bool {
-        self.frames.len() >= self.capacity
     }
     pub fn clear(&mut self) {
         self.data.clear();
@@ -276,14 +270,12 @@ pub struct RxRun {
     /// by index modulo 4.
     written_back_to: u32,
     pending_lens: [u16; 4],
-    /// Accepted frames and their bytes (without FCS).
-    frames: u64,
-    bytes: u64,
-    /// Frames written into the ring and their bytes, and frames dropped for want of a
-    /// descriptor.
+    /// Frames written into the ring and their bytes (without FCS), and frames dropped for
+    /// want of a descriptor and theirs; accepted frames are both together.
     written: u64,
     written_bytes: u64,
     no_descriptor: u64,
+    no_descriptor_bytes: u64,
 }
 
 impl RxRun {
@@ -336,29 +328,16 @@ impl RxRun {
             if !self.drop_en {
                 return false;
             }
-            self.frames += 1;
-            self.bytes += n;
             self.no_descriptor += 1;
+            self.no_descriptor_bytes += n;
             return true;
         }
         if self.used == self.fetched {
             self.fetch(dma);
         }
         let buf = self.addresses[self.used % RX_FETCH];
-        let offset = match self.buffers.offset_of(buf, len) {
-            Some(o) => o,
-            None => match dma.window(buf) {
-                Some(w) => {
-                    self.buffers = w;
-                    match w.offset_of(buf, len) {
-                        Some(o) => o,
-                        None => return false,
-                    }
-                }
-                // Unknown so far: the slow path looks for new memory or reports the fault.
-                None => return false,
-            },
-        };
+        // Unknown so far: the slow path looks for new memory or reports the fault.
+        let Some(offset) = self.buffers.find(dma, buf, len) else { return false };
         let region = dma.region(self.buffers.region);
         region.write_bytes(offset, frame);
         finish(region, offset);
@@ -366,8 +345,6 @@ impl RxRun {
         self.pending_lens[(head & 3) as usize] = len as u16;
         let next = if head + 1 == self.size { 0 } else { head + 1 };
         self.head = next;
-        self.frames += 1;
-        self.bytes += n;
         self.written += 1;
         self.written_bytes += n;
         if next & 3 == 0 {
@@ -485,6 +462,17 @@ pub struct Port {
     pub tx_wire: WireClock,
     pub resets: u64,
     sweep: usize,
+}
+
+/// `(1, 0)` for a broadcast destination, `(0, 1)` for another group address, `(0, 0)` for a
+/// unicast one or a frame too short to have one: what BPTC and MPTC add [DS 8.2.3.23].
+#[inline(always)]
+fn group_kind(dst: Option<[u8; 6]>) -> (u64, u64) {
+    match dst {
+        Some(d) if d == [0xFF; 6] => (1, 0),
+        Some(d) if d[0] & 1 != 0 => (0, 1),
+        _ => (0, 0),
+    }
 }
 
 /// The MAC address nicsim gives port `n`: locally administered 02:00:00:00:00:0n (model §7).
@@ -1241,11 +1229,10 @@ impl Port {
             used: 0,
             written_back_to: q.head,
             pending_lens: [0; 4],
-            frames: 0,
-            bytes: 0,
             written: 0,
             written_bytes: 0,
             no_descriptor: 0,
+            no_descriptor_bytes: 0,
         })
     }
 
@@ -1292,10 +1279,11 @@ impl Port {
         let q = &mut self.rx[0];
         q.head = r.head; // RDH itself is published once per engine iteration
                          // What receive() counts for an accepted frame, CRC stripped [DS 8.2.3.23].
-        c.tpr += r.frames;
-        c.tor += r.bytes + r.frames * FCS_LEN as u64;
-        c.gprc += r.frames;
-        c.gorc += r.bytes;
+        let (frames, bytes) = (r.written + r.no_descriptor, r.written_bytes + r.no_descriptor_bytes);
+        c.tpr += frames;
+        c.tor += bytes + frames * FCS_LEN as u64;
+        c.gprc += frames;
+        c.gorc += bytes;
         c.qprc[q.stat] += r.written;
         c.qbrc[q.stat] += r.written_bytes;
         c.qprdc[q.stat] += r.no_descriptor;
@@ -1509,29 +1497,16 @@ impl Port {
             if !data || cmd & TX_EOP == 0 || keep == 0 || len > MAX_TX_FRAME {
                 break;
             }
-            let offset = match buffers.offset_of(addr, len) {
-                Some(o) => o,
-                None => match dma.window(addr).and_then(|w| Some((w, w.offset_of(addr, len)?))) {
-                    Some((w, o)) => {
-                        buffers = w;
-                        o
-                    }
-                    None => break,
-                },
-            };
+            let Some(offset) = buffers.find(dma, addr, len) else { break };
             // Pad to 64 bytes with FCS [DS 8.2.3.22.8].
             let padded = if keep < MIN_FRAME && cfg.tx_pad { MIN_FRAME } else { keep };
             let end = self.tx_wire.send(now_ps, padded);
             let dst = out.take_from(dma.region(buffers.region), offset, keep, padded, end);
             packets += 1;
             bytes += padded as u64;
-            if let Some(dst) = dst {
-                if dst == [0xFF; 6] {
-                    broadcast += 1;
-                } else if dst[0] & 1 != 0 {
-                    multicast += 1;
-                }
-            }
+            let (b, m) = group_kind(dst);
+            broadcast += b;
+            multicast += m;
             if head_wb {
                 // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2; model §8.1].
                 *write_head_back |= cmd & TX_RS != 0;
@@ -1668,11 +1643,7 @@ impl Port {
         if q.frame.is_empty() {
             return;
         }
-        let (broadcast, multicast) = match q.frame.first_chunk::<6>() {
-            Some(dst) if dst == &[0xFF; 6] => (1, 0),
-            Some(dst) if dst[0] & 1 != 0 => (0, 1),
-            _ => (0, 0),
-        };
+        let (broadcast, multicast) = group_kind(q.frame.first_chunk::<6>().copied());
         self.count_transmitted(q.stat, 1, q.frame.len() as u64, broadcast, multicast);
         let end = self.tx_wire.send(now_ps, q.frame.len());
         out.take(&q.frame, end);

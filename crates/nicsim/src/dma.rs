@@ -51,6 +51,17 @@ impl Window {
         let within = phys.wrapping_sub(self.phys);
         (within < self.len && len as u64 <= self.len - within).then_some(self.offset + within as usize)
     }
+
+    /// [`Self::offset_of`], looking in `space` for the window around `phys` (and keeping it)
+    /// when this one does not hold the range: a burst's buffers usually share one window.
+    #[inline(always)]
+    pub fn find(&mut self, space: &impl DmaSpace, phys: u64, len: usize) -> Option<usize> {
+        if let Some(o) = self.offset_of(phys, len) {
+            return Some(o);
+        }
+        *self = space.window(phys)?;
+        self.offset_of(phys, len)
+    }
 }
 
 /// Resolves physical addresses for the device engines.

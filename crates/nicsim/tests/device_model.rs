@@ -1,13 +1,15 @@
 //! The device model in one process: a "driver" writes the BAR through a second mapping of the
 //! same file, the port is scanned as the engine would, and DMA goes to a flat test region.
 
+mod common;
+
+use common::twice;
 use nicsim::device::{Port, TxBatch};
 use nicsim::dma::{DmaSpace, FlatDmaSpace, Location, Window};
 use nicsim::lint::rule;
 use nicsim::pciconfig::{PciConfig, CONFIG_LEN};
 use nicsim::regs::*;
 use platform::MappedRegion;
-use std::fs::OpenOptions;
 
 const DMA_BASE: u64 = 0x4000_0000;
 const DMA_LEN: usize = 1 << 21;
@@ -41,20 +43,6 @@ struct Rig {
     bar: MappedRegion,
     cfg: MappedRegion,
     dma: TestDma,
-}
-
-fn twice(len: usize, name: &str) -> (MappedRegion, MappedRegion) {
-    let path = std::env::temp_dir().join(format!(
-        "nicsim-test-{}-{name}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
-    f.set_len(len as u64).unwrap();
-    let a = MappedRegion::map_file(&f, 0, len, true).unwrap();
-    let b = MappedRegion::map_file(&f, 0, len, true).unwrap();
-    std::fs::remove_file(path).unwrap();
-    (a, b)
 }
 
 impl Rig {

@@ -3,6 +3,9 @@
 //! frames fill the receive ring in sequence. A minimal driver writes the BARs through second
 //! mappings; DMA goes to a flat test region.
 
+mod common;
+
+use common::twice;
 use nicsim::device::Port;
 use nicsim::dma::FlatDmaSpace;
 use nicsim::engine::{Engine, Request};
@@ -10,7 +13,6 @@ use nicsim::pciconfig::{PciConfig, CONFIG_LEN};
 use nicsim::regs::*;
 use nicsim::wire::{parse_payload, TrafficSpec};
 use platform::MappedRegion;
-use std::fs::OpenOptions;
 
 const DMA_BASE: u64 = 0x4000_0000;
 const DMA_LEN: usize = 1 << 21;
@@ -23,20 +25,6 @@ const TX_BUFS: usize = 0x40000;
 const RING: u32 = 32;
 /// Engine time advances by this much per step: about 15 minimum-size frames' worth.
 const STEP_PS: u64 = 1_000_000;
-
-fn twice(len: usize, name: &str) -> (MappedRegion, MappedRegion) {
-    let path = std::env::temp_dir().join(format!(
-        "nicsim-engine-test-{}-{name}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
-    f.set_len(len as u64).unwrap();
-    let a = MappedRegion::map_file(&f, 0, len, true).unwrap();
-    let b = MappedRegion::map_file(&f, 0, len, true).unwrap();
-    std::fs::remove_file(path).unwrap();
-    (a, b)
-}
 
 /// Two ports in an engine, with the driver's views of their BARs.
 struct Rig {
