@@ -21,5 +21,5 @@ pub mod signals;
 
 pub use error::PlatformError;
 pub use hugepage::{DmaBacking, DmaMemory};
-pub use mem::MappedRegion;
+pub use mem::{MappedRegion, Span};
 pub use pci::PciFunction;

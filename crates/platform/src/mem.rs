@@ -235,11 +235,93 @@ impl MappedRegion {
         }
     }
 
+    /// The `len` bytes at `offset`, checked once to lie inside the region and to be at least
+    /// `MIN` long: the [`Span`]'s accesses at offsets fixed at compile time below `MIN` need no
+    /// further check. `None` if the range is outside the region or shorter than `MIN`.
+    #[inline(always)]
+    pub fn span<const MIN: usize>(&self, offset: usize, len: usize) -> Option<Span<'_, MIN>> {
+        if len < MIN || !self.contains(offset, len) {
+            return None;
+        }
+        // SAFETY: `contains` proved `offset + len <= self.len`, so the pointer stays inside
+        // the mapping.
+        let ptr = unsafe { self.ptr.as_ptr().add(offset) };
+        Some(Span { ptr, len, region: std::marker::PhantomData })
+    }
+
     #[inline(always)]
     fn at_range(&self, offset: usize, len: usize) -> *mut u8 {
         self.check(offset, len);
         // SAFETY: `check` proved `offset + len <= self.len`.
         unsafe { self.ptr.as_ptr().add(offset) }
+    }
+}
+
+/// `len()` bytes of a [`MappedRegion`], at least `MIN`, proved inside it when the span was
+/// made ([`MappedRegion::span`]). Accesses at compile-time offsets are checked against `MIN`
+/// by the compiler, so a per-frame path that writes a few fields of a packet buffer pays one
+/// run-time check for all of them. Like the region, it hands out no Rust reference.
+#[derive(Debug, Clone, Copy)]
+pub struct Span<'a, const MIN: usize> {
+    ptr: *mut u8,
+    len: usize,
+    region: std::marker::PhantomData<&'a MappedRegion>,
+}
+
+impl<const MIN: usize> Span<'_, MIN> {
+    /// Length in bytes (at least `MIN`).
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never: a span has at least `MIN` bytes, and spans of 0 bytes hold nothing to access.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes a little-endian `u64` at byte `AT` (unaligned allowed).
+    #[inline(always)]
+    pub fn write_u64<const AT: usize>(&self, value: u64) {
+        const { assert!(AT + 8 <= MIN, "a span field must lie inside its guaranteed length") };
+        // SAFETY: `AT + 8 <= MIN <= len` (checked at compile time and when the span was made),
+        // so the store stays inside the mapping; unaligned stores have no alignment rule.
+        unsafe { self.ptr.add(AT).cast::<u64>().write_unaligned(value.to_le()) }
+    }
+
+    /// Writes a little-endian `u32` at byte `AT` (unaligned allowed).
+    #[inline(always)]
+    pub fn write_u32<const AT: usize>(&self, value: u32) {
+        const { assert!(AT + 4 <= MIN, "a span field must lie inside its guaranteed length") };
+        // SAFETY: as `write_u64`, for 4 bytes.
+        unsafe { self.ptr.add(AT).cast::<u32>().write_unaligned(value.to_le()) }
+    }
+
+    /// Writes a little-endian `u16` at byte `AT` (unaligned allowed).
+    #[inline(always)]
+    pub fn write_u16<const AT: usize>(&self, value: u16) {
+        const { assert!(AT + 2 <= MIN, "a span field must lie inside its guaranteed length") };
+        // SAFETY: as `write_u64`, for 2 bytes.
+        unsafe { self.ptr.add(AT).cast::<u16>().write_unaligned(value.to_le()) }
+    }
+
+    /// The first `N` bytes.
+    #[inline(always)]
+    pub fn read_head<const N: usize>(&self) -> [u8; N] {
+        const { assert!(N <= MIN, "a span read must lie inside its guaranteed length") };
+        // SAFETY: `N <= MIN <= len`, so the read stays inside the mapping; any bytes are a
+        // valid `[u8; N]`, and `read_unaligned` has no alignment rule.
+        unsafe { self.ptr.cast::<[u8; N]>().read_unaligned() }
+    }
+
+    /// Copies `src` into the span's first bytes, or its first `len()` bytes if `src` is longer.
+    #[inline(always)]
+    pub fn write_from(&self, src: &[u8]) {
+        let n = src.len().min(self.len);
+        // SAFETY: `n <= len`, so the destination is inside the mapping; `src` is a Rust slice,
+        // never part of a mapping we hand out, so the ranges cannot overlap.
+        unsafe { copy_bytes(src.as_ptr(), self.ptr, n) }
     }
 }
 
@@ -352,6 +434,34 @@ mod tests {
     fn out_of_bounds_panics_instead_of_touching_memory() {
         let r = MappedRegion::anonymous(4096).unwrap();
         r.read_u32(4094);
+    }
+
+    #[test]
+    fn spans_check_once_and_reach_only_their_bytes() {
+        let r = MappedRegion::anonymous(4096).unwrap();
+        r.fill(0, 4096, 0xEE);
+        assert!(r.span::<16>(4090, 6).is_none(), "shorter than MIN");
+        assert!(r.span::<4>(4094, 4).is_none(), "past the end");
+        assert!(r.span::<0>(usize::MAX, 2).is_none(), "offset overflow");
+        let s = r.span::<16>(100, 20).unwrap();
+        assert_eq!(s.len(), 20);
+        s.write_from(&[1u8; 30]); // longer than the span: only its 20 bytes
+        assert_eq!(r.read_u32(120), 0xEEEE_EEEE);
+        assert_eq!(r.read_u32(116), 0x0101_0101);
+        s.write_u64::<3>(0x0807_0605_0403_0201);
+        s.write_u32::<11>(0xAABB_CCDD);
+        s.write_u16::<14>(0x1234);
+        let head: [u8; 16] = s.read_head();
+        assert_eq!(head, [1, 1, 1, 1, 2, 3, 4, 5, 6, 7, 8, 0xDD, 0xCC, 0xBB, 0x34, 0x12]);
+        assert_eq!(r.read_u8s_for_test(99, 1), [0xEE]);
+    }
+
+    impl MappedRegion {
+        fn read_u8s_for_test(&self, offset: usize, n: usize) -> Vec<u8> {
+            let mut v = vec![0; n];
+            self.read_bytes(offset, &mut v);
+            v
+        }
     }
 
     #[test]
