@@ -11,7 +11,10 @@ use crate::dma::{self, DmaSpace, Ring, Window};
 use crate::lint::{rule, Lints};
 use crate::pciconfig::PciConfig;
 use crate::regs::*;
-use crate::wire::{crc32, DueFrame, FlowFields, Sink, WireClock, FCS_LEN, MIN_FRAME, SINK_HEAD};
+use crate::wire::{
+    crc32, DueFrame, FlowFields, GeneratedBurst, Generator, Sink, WireClock, FCS_LEN, MIN_FRAME, SEQUENCE_AT,
+    SINK_HEAD, TIMESTAMP_AT,
+};
 use platform::MappedRegion;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -156,6 +159,12 @@ impl TxOutput for Sink {
         padded: usize,
         end_ps: u64,
     ) -> Option<[u8; 6]> {
+        if let Some(span) = region.span::<MIN_FRAME>(offset, len) {
+            // The common case: every field the sink reads is in the frame's first bytes.
+            let head: [u8; MIN_FRAME] = span.read_head();
+            self.consume_min(&head, padded, end_ps);
+            return head.first_chunk::<6>().copied();
+        }
         let mut head = [0u8; SINK_HEAD];
         region.read_bytes(offset, &mut head[..len.min(SINK_HEAD)]);
         // Padding bytes are the zeros already there.
@@ -305,6 +314,75 @@ impl RxRun {
                 region.write_u64(offset + at + 8, timestamp);
             }),
         }
+    }
+
+    /// Writes the frames of a generated burst into the ring (or drops them for want of a
+    /// descriptor) as [`Self::push_generated`] would one by one, from the first; returns how
+    /// many it took. It stops where `push_generated` would return `false`, so the caller
+    /// passes the rest to the general path. The frame is checked once for the whole burst,
+    /// and each buffer with one bounds check for the copy and both fields.
+    #[inline(always)]
+    fn push_burst(&mut self, dma: &impl DmaSpace, burst: &GeneratedBurst) -> usize {
+        let frame = burst.frame;
+        let len = frame.len();
+        if !(MIN_FRAME..=self.max_len).contains(&len) {
+            return 0;
+        }
+        // L2 filtering [DS 7.1.1.1]: the frames differ only in their payload.
+        let unicast = frame[0] & 1 == 0;
+        if mac_key(frame) != self.own_key && !(self.promiscuous_unicast && unicast) {
+            return 0;
+        }
+        let mut k = 0;
+        while k < burst.count {
+            if self.head == self.tail {
+                // No descriptor for any of the rest: with DROP_EN each is dropped and
+                // counted in QPRDC [DS 8.2.3.2.3]; without it the slow path holds them.
+                if !self.drop_en {
+                    break;
+                }
+                let rest = (burst.count - k) as u64;
+                self.no_descriptor += rest;
+                self.no_descriptor_bytes += rest * len as u64;
+                k = burst.count;
+                break;
+            }
+            if self.used == self.fetched {
+                self.fetch(dma);
+            }
+            // Up to the next write-back point, the end of the fetched addresses, the tail or
+            // the end of the burst, whichever comes first, the loop below keeps its state in
+            // locals.
+            let owned = if self.tail >= self.head { self.tail - self.head } else { self.tail + self.size - self.head };
+            let to_line = 4 - (self.head & 3);
+            let n = (burst.count - k).min((self.fetched - self.used).min(owned.min(to_line) as usize));
+            let mut done = 0;
+            while done < n {
+                let buf = self.addresses[(self.used + done) % RX_FETCH];
+                // Unknown so far: the general path looks for new memory or reports the fault.
+                let Some(offset) = self.buffers.find(dma, buf, len) else { break };
+                let Some(span) = dma.region(self.buffers.region).span::<MIN_FRAME>(offset, len) else { break };
+                let (seq, timestamp, _) = burst.fields(k + done);
+                span.write_from(frame);
+                span.write_u64::<SEQUENCE_AT>(seq);
+                span.write_u64::<TIMESTAMP_AT>(timestamp);
+                self.pending_lens[((self.head + done as u32) & 3) as usize] = len as u16;
+                done += 1;
+            }
+            self.used += done;
+            self.written += done as u64;
+            self.written_bytes += (done * len) as u64;
+            k += done;
+            let next = self.head + done as u32;
+            self.head = if next == self.size { 0 } else { next };
+            if self.head & 3 == 0 {
+                self.write_back(dma);
+            }
+            if done < n {
+                break;
+            }
+        }
+        k
     }
 
     /// [`Self::push`], with `finish(region, offset)` called after `frame` is copied to
@@ -1175,7 +1253,15 @@ impl Port {
                     self.fifo.push_front(frame);
                     return;
                 }
-                RxWrite::Fault => self.drops.dma_fault += 1,
+                RxWrite::Fault => {
+                    // The queue has stopped: the frames still held can go nowhere, and are
+                    // dropped without another DMA attempt at the descriptor that faulted.
+                    self.drops.dma_fault += 1;
+                    self.drops.queue_disabled += self.fifo.len() as u64;
+                    self.spare.push(frame);
+                    self.fifo_clear();
+                    return;
+                }
                 RxWrite::Written => {}
             }
             self.fifo_bytes -= frame.len();
@@ -1261,6 +1347,23 @@ impl Port {
             }
         }
         self.rx_run_slow(dma, run, due.frame());
+    }
+
+    /// Delivers what the generator has due at `now_ps` (at most `max`) on the fast path, as
+    /// one burst (see [`Generator::deliver_burst`]); returns how many frames it took. The
+    /// rest, if any, go frame by frame through [`Self::rx_run_generated`].
+    #[inline(always)]
+    pub fn rx_run_generated_burst(
+        &mut self,
+        dma: &impl DmaSpace,
+        run: &mut Option<RxRun>,
+        generator: &mut Generator,
+        wire: &mut WireClock,
+        now_ps: u64,
+        max: usize,
+    ) -> usize {
+        let Some(r) = run.as_mut() else { return 0 };
+        generator.deliver_burst(now_ps, wire, max, |burst| r.push_burst(dma, burst))
     }
 
     #[inline(never)]
@@ -1473,6 +1576,14 @@ impl Port {
         let limit = (TX_DESCRIPTORS_PER_CALL - processed).min(out.room());
         let mut buffers = Window::EMPTY;
         let (mut packets, mut bytes, mut broadcast, mut multicast) = (0u64, 0u64, 0u64, 0u64);
+        // What HLREG0 makes of a frame, fixed for the call: without IFCS (or with
+        // HLREG0.TXCRCEN clear) the driver supplied the FCS as the last 4 bytes
+        // [DS 7.2.3.2.2, IFCS]; TXPADEN pads to 64 bytes with FCS [DS 8.2.3.22.8].
+        let fcs_with_ifcs = if cfg.tx_crc { 0 } else { FCS_LEN };
+        let pad_to = if cfg.tx_pad { MIN_FRAME } else { 0 };
+        // The command bytes of the frames sent, for RS in head write-back mode.
+        let mut commands = 0u8;
+        let mut wire = self.tx_wire.run(now_ps);
         // The descriptors this call may process, fetched in one burst.
         let owned = if tail >= head { tail - head } else { tail + size - head } as usize;
         let count = owned.min(limit);
@@ -1481,7 +1592,7 @@ impl Port {
         ring.read_run(dma, head, fetched);
         let mut n = 0;
         for descriptor in fetched.chunks_exact(16) {
-            if !self.tx_wire.ready(now_ps) {
+            if !wire.ready() {
                 break;
             }
             let (addr, qword1) = descriptor.split_at(8);
@@ -1491,32 +1602,31 @@ impl Port {
             let len = (qword1 & 0xFFFF) as usize;
             // Legacy [DS 7.2.3.2.2] or advanced data (DTYP 0011) [DS 7.2.3.2.4].
             let data = cmd & TX_DEXT == 0 || (qword1 >> 20) & 0xF == 0b0011;
-            // Without IFCS (or with HLREG0.TXCRCEN clear) the driver supplied the FCS as the
-            // last 4 bytes [DS 7.2.3.2.2, IFCS].
-            let keep = if cmd & TX_IFCS != 0 && cfg.tx_crc { len } else { len.saturating_sub(FCS_LEN) };
-            if !data || cmd & TX_EOP == 0 || keep == 0 || len > MAX_TX_FRAME {
+            let fcs = if cmd & TX_IFCS != 0 { fcs_with_ifcs } else { FCS_LEN };
+            if !data || cmd & TX_EOP == 0 || len <= fcs || len > MAX_TX_FRAME {
                 break;
             }
+            let keep = len - fcs;
             let Some(offset) = buffers.find(dma, addr, len) else { break };
-            // Pad to 64 bytes with FCS [DS 8.2.3.22.8].
-            let padded = if keep < MIN_FRAME && cfg.tx_pad { MIN_FRAME } else { keep };
-            let end = self.tx_wire.send(now_ps, padded);
+            let padded = keep.max(pad_to);
+            let end = wire.send(padded);
             let dst = out.take_from(dma.region(buffers.region), offset, keep, padded, end);
             packets += 1;
             bytes += padded as u64;
             let (b, m) = group_kind(dst);
             broadcast += b;
             multicast += m;
-            if head_wb {
-                // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2; model §8.1].
-                *write_head_back |= cmd & TX_RS != 0;
-            } else if cmd & TX_RS != 0 || always_write_back {
+            commands |= cmd;
+            // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2; model §8.1].
+            if !head_wb && (cmd & TX_RS != 0 || always_write_back) {
                 // DD in the status byte, the rest of the upper dword kept [DS 7.2.3.2.2].
                 ring.write_dword3(dma, head, (qword1 >> 32) as u32 | 1);
             }
             head = if head + 1 == size { 0 } else { head + 1 };
             n += 1;
         }
+        self.tx_wire.end_run(wire);
+        *write_head_back |= head_wb && commands & TX_RS != 0;
         q.head = head;
         self.count_transmitted(q.stat, packets, bytes, broadcast, multicast);
         n

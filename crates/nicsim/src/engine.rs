@@ -212,6 +212,11 @@ impl<D: DmaSpace> Engine<D> {
             let port = &mut ports[i];
             let mut pcap = w.pcap.as_mut().filter(|p| p.direction != Direction::Tx);
             let mut run = port.rx_run_begin(dma);
+            let mut allowed = allowed;
+            if pcap.is_none() {
+                allowed -=
+                    port.rx_run_generated_burst(dma, &mut run, &mut w.generator, &mut w.rx_clock, now_ps, allowed);
+            }
             for _ in 0..allowed {
                 let Some(mut due) = w.generator.next_due(now_ps, &mut w.rx_clock) else { break };
                 if let Some(p) = pcap.as_mut() {

@@ -35,8 +35,9 @@ fn bounds_of(i: usize) -> (u64, u64) {
 
 #[derive(Debug, Clone)]
 pub struct LatencyHistogram {
+    /// Samples per bucket; their total is the number of samples, which `record` therefore
+    /// need not count.
     counts: Vec<u64>,
-    samples: u64,
     sum: u128,
     min: u64,
     max: u64,
@@ -50,7 +51,7 @@ impl Default for LatencyHistogram {
 
 impl LatencyHistogram {
     pub fn new() -> Self {
-        LatencyHistogram { counts: vec![0; BUCKETS], samples: 0, sum: 0, min: u64::MAX, max: 0 }
+        LatencyHistogram { counts: vec![0; BUCKETS], sum: 0, min: u64::MAX, max: 0 }
     }
 
     /// Records `value`, clamped to [`MAX_VALUE`].
@@ -60,18 +61,18 @@ impl LatencyHistogram {
         if let Some(c) = self.counts.get_mut(bucket_of(v)) {
             *c += 1;
         }
-        self.samples += 1;
         self.sum += u128::from(v);
         self.min = self.min.min(v);
         self.max = self.max.max(v);
     }
 
     pub fn len(&self) -> u64 {
-        self.samples
+        self.counts.iter().sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.samples == 0
+        // Samples are clamped to MAX_VALUE, so the first one takes the minimum below u64::MAX.
+        self.min == u64::MAX
     }
 
     pub fn min(&self) -> u64 {
@@ -90,7 +91,7 @@ impl LatencyHistogram {
         if self.is_empty() {
             0.0
         } else {
-            self.sum as f64 / self.samples as f64
+            self.sum as f64 / self.len() as f64
         }
     }
 
@@ -100,7 +101,7 @@ impl LatencyHistogram {
         if self.is_empty() {
             return 0;
         }
-        let rank = ((q.clamp(0.0, 1.0) * self.samples as f64).ceil() as u64).max(1);
+        let rank = ((q.clamp(0.0, 1.0) * self.len() as f64).ceil() as u64).max(1);
         let mut seen = 0;
         for (i, &c) in self.counts.iter().enumerate() {
             seen += c;

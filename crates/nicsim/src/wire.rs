@@ -30,6 +30,9 @@ pub const LOOKAHEAD_PS: u64 = 2_000_000; // 2 µs
 pub const NICSIM_UDP_PORT: u16 = 20051;
 /// Offset of the generator payload (sequence, timestamp, stream) in a frame.
 const PAYLOAD: usize = 42;
+/// Where a generated frame carries its sequence number and timestamp (little-endian u64s).
+pub const SEQUENCE_AT: usize = PAYLOAD;
+pub const TIMESTAMP_AT: usize = PAYLOAD + 8;
 
 /// Picoseconds per byte at `gbps` Gb/s.
 pub fn ps_per_byte(gbps: f64) -> f64 {
@@ -40,6 +43,13 @@ pub fn ps_per_byte(gbps: f64) -> f64 {
 /// bytes at 10 Gb/s.
 pub fn line_rate_pps(frame_len: usize, gbps: f64) -> f64 {
     gbps * 1e9 / (8.0 * (frame_len as f64 + FCS_LEN as f64 + WIRE_OVERHEAD as f64))
+}
+
+/// How long a frame of `len` bytes (without FCS) occupies the wire, with FCS, preamble and
+/// gap, at `ps_per_byte_x1000` thousandths of a picosecond per byte.
+#[inline]
+fn wire_time_ps(len: usize, ps_per_byte_x1000: u64) -> u64 {
+    (len as u64 + FCS_LEN as u64 + WIRE_OVERHEAD) * ps_per_byte_x1000 / 1000
 }
 
 /// Serialisation of one direction of a link: frames go out no faster than line rate.
@@ -57,11 +67,9 @@ impl WireClock {
         WireClock { free_at_ps: 0, ps_per_byte_x1000: (ps_per_byte(gbps) * 1000.0).round() as u64, last: (0, 0) }
     }
 
-    /// How long a frame of `len` bytes (without FCS) occupies the wire, with FCS, preamble
-    /// and gap.
     #[inline]
     fn duration_ps(&self, len: usize) -> u64 {
-        (len as u64 + FCS_LEN as u64 + WIRE_OVERHEAD) * self.ps_per_byte_x1000 / 1000
+        wire_time_ps(len, self.ps_per_byte_x1000)
     }
 
     /// Whether a frame may start at `now_ps`.
@@ -79,6 +87,79 @@ impl WireClock {
             self.last = (len, self.duration_ps(len));
         }
         self.free_at_ps = start + self.last.1;
+        self.free_at_ps
+    }
+}
+
+impl WireClock {
+    /// Frames of `len` bytes sent back to back at `now_ps`: when the first starts, how long
+    /// each occupies the wire, and how many of them may start ([`Self::ready`]) at most.
+    /// Sending `n` of them is [`Self::sent_back_to_back`], and equals `n` calls of
+    /// [`Self::send`].
+    #[inline]
+    pub fn back_to_back(&self, now_ps: u64, len: usize) -> (u64, u64, u64) {
+        let start = self.free_at_ps.max(now_ps.saturating_sub(BURST_PS));
+        let each = if self.last.0 == len { self.last.1 } else { self.duration_ps(len) };
+        let ready_until = now_ps + LOOKAHEAD_PS;
+        let count = if start <= ready_until { (ready_until - start) / each.max(1) + 1 } else { 0 };
+        (start, each, count)
+    }
+
+    /// Takes `n` frames of `len` bytes planned by [`Self::back_to_back`] as sent.
+    #[inline]
+    pub fn sent_back_to_back(&mut self, start: u64, each: u64, len: usize, n: u64) {
+        if n > 0 {
+            self.free_at_ps = start + n * each;
+            self.last = (len, each);
+        }
+    }
+
+    /// Starts a run of frames at `now_ps` whose clock is kept in a local [`WireRun`] and
+    /// stored back by [`Self::end_run`]: frame by frame it does what [`Self::ready`] and
+    /// [`Self::send`] do. The bound on a burst (`now − BURST_PS`) is applied once here:
+    /// after a frame the clock is past it anyway, and before one it changes neither
+    /// `ready` nor the next `send`.
+    #[inline(always)]
+    pub fn run(&self, now_ps: u64) -> WireRun {
+        WireRun {
+            free_at_ps: self.free_at_ps.max(now_ps.saturating_sub(BURST_PS)),
+            ready_until_ps: now_ps + LOOKAHEAD_PS,
+            last: self.last,
+            ps_per_byte_x1000: self.ps_per_byte_x1000,
+        }
+    }
+
+    /// Takes the state of a run started by [`Self::run`].
+    #[inline(always)]
+    pub fn end_run(&mut self, run: WireRun) {
+        self.free_at_ps = run.free_at_ps;
+        self.last = run.last;
+    }
+}
+
+/// A [`WireClock`] during a run of frames at one instant (see [`WireClock::run`]).
+#[derive(Debug, Clone, Copy)]
+pub struct WireRun {
+    free_at_ps: u64,
+    ready_until_ps: u64,
+    last: (usize, u64),
+    ps_per_byte_x1000: u64,
+}
+
+impl WireRun {
+    /// [`WireClock::ready`].
+    #[inline(always)]
+    pub fn ready(&self) -> bool {
+        self.free_at_ps <= self.ready_until_ps
+    }
+
+    /// [`WireClock::send`].
+    #[inline(always)]
+    pub fn send(&mut self, len: usize) -> u64 {
+        if self.last.0 != len {
+            self.last = (len, wire_time_ps(len, self.ps_per_byte_x1000));
+        }
+        self.free_at_ps += self.last.1;
         self.free_at_ps
     }
 }
@@ -309,6 +390,56 @@ impl Generator {
         Some(DueFrame { template: t, seq, timestamp_ns: end / 1000, end_ps: end })
     }
 
+    /// The frames due at `now_ps`, at most `max` (what [`Self::allowance`] allowed), as one
+    /// [`GeneratedBurst`] given to `take`, which returns how many of them it took, from the
+    /// first; they count as sent, exactly as that many [`Self::next_due`] calls would have
+    /// made them. Only for a generator with one frame size and one flow, whose frames differ
+    /// only in sequence number and timestamp; otherwise (or if nothing is due) `take` is not
+    /// called. Returns how many were taken.
+    #[inline]
+    pub fn deliver_burst(
+        &mut self,
+        now_ps: u64,
+        wire: &mut WireClock,
+        max: usize,
+        take: impl FnOnce(&GeneratedBurst) -> usize,
+    ) -> usize {
+        if self.spec.flows > 1 {
+            return 0;
+        }
+        let [t] = self.templates.as_mut_slice() else { return 0 };
+        let limit_x1000 = (now_ps + LOOKAHEAD_PS + 1) * 1000;
+        if self.next_x1000 >= limit_x1000 {
+            return 0;
+        }
+        let by_rate = (limit_x1000 - self.next_x1000).div_ceil(self.interval_ps_x1000.max(1));
+        let len = t.frame.len();
+        let (start, each, by_wire) = wire.back_to_back(now_ps, len);
+        let count = by_rate.min(by_wire).min(max as u64);
+        if count == 0 {
+            return 0;
+        }
+        // One flow: the template takes its fields once and keeps them (as in next_due).
+        if t.flow != Some(self.flow) {
+            FlowFields::of(t.ip_partial, self.stream, self.flow).write_into(&mut t.frame);
+            t.flow = Some(self.flow);
+        }
+        let burst = GeneratedBurst {
+            frame: &t.frame,
+            first_seq: self.sent,
+            start_ps: start,
+            each_ps: each,
+            count: count as usize,
+        };
+        let taken = take(&burst).min(burst.count) as u64;
+        self.next_x1000 += taken * self.interval_ps_x1000;
+        self.sent += taken;
+        self.sent_this_start += taken;
+        self.bytes += taken * len as u64;
+        wire.sent_back_to_back(start, each, len, taken);
+        taken as usize
+    }
+
     /// Delivers the frames due at `now_ps`, at most `max`, calling `deliver(frame, wire_end_ps)`
     /// for each; returns how many.
     pub fn burst(
@@ -326,6 +457,27 @@ impl Generator {
             n += 1;
         }
         n
+    }
+}
+
+/// `count` generated frames due now that arrive back to back: `frame` with sequence numbers
+/// from `first_seq` on, frame `k` ending at `start_ps + (k + 1) · each_ps` and carrying that
+/// time in nanoseconds as its timestamp (see [`Generator::deliver_burst`]).
+#[derive(Debug)]
+pub struct GeneratedBurst<'a> {
+    pub frame: &'a [u8],
+    pub first_seq: u64,
+    pub start_ps: u64,
+    pub each_ps: u64,
+    pub count: usize,
+}
+
+impl GeneratedBurst<'_> {
+    /// The sequence number, timestamp (ns) and end (ps) of frame `k`.
+    #[inline(always)]
+    pub fn fields(&self, k: usize) -> (u64, u64, u64) {
+        let end_ps = self.start_ps + (k as u64 + 1) * self.each_ps;
+        (self.first_seq + k as u64, end_ps / 1000, end_ps)
     }
 }
 
@@ -482,16 +634,20 @@ pub fn build_template(size: usize, dst: [u8; 6], stream: u16) -> Vec<u8> {
 /// `(stream, sequence, timestamp_ns)` if `frame` is a nicsim generator frame.
 #[inline]
 pub fn parse_payload(frame: &[u8]) -> Option<(u16, u64, u64)> {
-    if frame.len() < MIN_FRAME
-        || frame[12..14] != [0x08, 0x00]
-        || frame[23] != 17
-        || frame[36..38] != NICSIM_UDP_PORT.to_be_bytes()
-    {
+    parse_min(frame.first_chunk::<MIN_FRAME>()?)
+}
+
+/// [`parse_payload`] of a frame's first [`MIN_FRAME`] bytes, which hold every field it reads.
+#[inline(always)]
+fn parse_min(f: &[u8; MIN_FRAME]) -> Option<(u16, u64, u64)> {
+    let [.., e0, e1] = *f.first_chunk::<14>()?;
+    let port: [u8; 2] = *f[36..].first_chunk()?;
+    if [e0, e1] != [0x08, 0x00] || f[23] != 17 || port != NICSIM_UDP_PORT.to_be_bytes() {
         return None;
     }
-    let seq = u64::from_le_bytes(frame[PAYLOAD..PAYLOAD + 8].try_into().ok()?);
-    let ts = u64::from_le_bytes(frame[PAYLOAD + 8..PAYLOAD + 16].try_into().ok()?);
-    let stream = u16::from_le_bytes(frame[PAYLOAD + 16..PAYLOAD + 18].try_into().ok()?);
+    let seq = u64::from_le_bytes(*f[PAYLOAD..].first_chunk()?);
+    let ts = u64::from_le_bytes(*f[PAYLOAD + 8..].first_chunk()?);
+    let stream = u16::from_le_bytes(*f[PAYLOAD + 16..].first_chunk()?);
     Some((stream, seq, ts))
 }
 
@@ -549,9 +705,22 @@ impl Sink {
     /// frame of `len` bytes: all a sink reads.
     #[inline]
     pub fn consume_head(&mut self, head: &[u8], len: usize, end_ps: u64) {
+        match head.first_chunk::<MIN_FRAME>() {
+            Some(f) => self.consume_min(f, len, end_ps),
+            None => {
+                self.packets += 1;
+                self.bytes += len as u64;
+                self.foreign += 1;
+            }
+        }
+    }
+
+    /// [`Self::consume_head`] given the first [`MIN_FRAME`] bytes of a frame of `len` bytes.
+    #[inline(always)]
+    pub fn consume_min(&mut self, head: &[u8; MIN_FRAME], len: usize, end_ps: u64) {
         self.packets += 1;
         self.bytes += len as u64;
-        let Some((stream, seq, ts_ns)) = parse_payload(head) else {
+        let Some((stream, seq, ts_ns)) = parse_min(head) else {
             self.foreign += 1;
             return;
         };
