@@ -30,6 +30,8 @@ const TX_RS: u8 = 1 << 3;
 const TX_DEXT: u8 = 1 << 5;
 /// Receive descriptors a run fetches at once.
 const RX_FETCH: usize = 64;
+/// How many descriptors ahead the transmit path prefetches packet buffers.
+const PREFETCH_AHEAD: usize = 8;
 /// Descriptors one transmit queue processes per engine iteration at most.
 const TX_DESCRIPTORS_PER_CALL: usize = 128;
 /// Largest frame a TX queue gathers before declaring it malformed.
@@ -291,21 +293,21 @@ impl RxRun {
     /// Writes `frame` into the ring, or drops it for want of a descriptor (SRRCTL.DROP_EN);
     /// `false` (and nothing done) if the fast path does not cover it.
     #[inline(always)]
-    fn push(&mut self, dma: &impl DmaSpace, frame: &[u8]) -> bool {
-        self.push_with(dma, frame, |_, _| {})
+    fn push(&mut self, dma: &impl DmaSpace, bar: &MappedRegion, frame: &[u8]) -> bool {
+        self.push_with(dma, bar, frame, |_, _| {})
     }
 
     /// [`Self::push`] for a generated frame given as its template and the sequence fields
     /// still to be written into it (see [`DueFrame`]).
     #[inline(always)]
-    fn push_generated(&mut self, dma: &impl DmaSpace, due: &DueFrame) -> bool {
+    fn push_generated(&mut self, dma: &impl DmaSpace, bar: &MappedRegion, due: &DueFrame) -> bool {
         let (at, seq, timestamp) = due.sequence_fields();
         match due.flow_fields() {
-            None => self.push_with(dma, due.template(), |region, offset| {
+            None => self.push_with(dma, bar, due.template(), |region, offset| {
                 region.write_u64(offset + at, seq);
                 region.write_u64(offset + at + 8, timestamp);
             }),
-            Some(f) => self.push_with(dma, due.template(), |region, offset| {
+            Some(f) => self.push_with(dma, bar, due.template(), |region, offset| {
                 // Big-endian in the frame: the little-endian stores of the swapped values.
                 region.write_u16(offset + FlowFields::CHECKSUM_AT, f.checksum.swap_bytes());
                 region.write_u32(offset + FlowFields::SRC_IP_AT, f.src_ip.swap_bytes());
@@ -322,7 +324,7 @@ impl RxRun {
     /// passes the rest to the general path. The frame is checked once for the whole burst,
     /// and each buffer with one bounds check for the copy and both fields.
     #[inline(always)]
-    fn push_burst(&mut self, dma: &impl DmaSpace, burst: &GeneratedBurst) -> usize {
+    fn push_burst(&mut self, dma: &impl DmaSpace, bar: &MappedRegion, burst: &GeneratedBurst) -> usize {
         let frame = burst.frame;
         let len = frame.len();
         if !(MIN_FRAME..=self.max_len).contains(&len) {
@@ -335,7 +337,7 @@ impl RxRun {
         }
         let mut k = 0;
         while k < burst.count {
-            if self.head == self.tail {
+            if self.head == self.tail && !self.refresh_tail(bar) {
                 // No descriptor for any of the rest: with DROP_EN each is dropped and
                 // counted in QPRDC [DS 8.2.3.2.3]; without it the slow path holds them.
                 if !self.drop_en {
@@ -385,10 +387,22 @@ impl RxRun {
         k
     }
 
+    /// See [`newer_rx_tail`]; `true` if the tail moved.
+    #[inline(never)]
+    fn refresh_tail(&mut self, bar: &MappedRegion) -> bool {
+        newer_rx_tail(bar, self.size, self.tail).map(|t| self.tail = t).is_some()
+    }
+
     /// [`Self::push`], with `finish(region, offset)` called after `frame` is copied to
     /// `offset` in `region` and before its descriptor is written back.
     #[inline(always)]
-    fn push_with(&mut self, dma: &impl DmaSpace, frame: &[u8], finish: impl FnOnce(&MappedRegion, usize)) -> bool {
+    fn push_with(
+        &mut self,
+        dma: &impl DmaSpace,
+        bar: &MappedRegion,
+        frame: &[u8],
+        finish: impl FnOnce(&MappedRegion, usize),
+    ) -> bool {
         let len = frame.len();
         if !(MIN_FRAME..=self.max_len).contains(&len) {
             return false;
@@ -400,7 +414,7 @@ impl RxRun {
         }
         let n = len as u64;
         let head = self.head;
-        if head == self.tail {
+        if head == self.tail && !self.refresh_tail(bar) {
             // No descriptor: dropped and counted in QPRDC, or held in the packet buffer,
             // which the slow path does [DS 8.2.3.2.3 DROP_EN].
             if !self.drop_en {
@@ -474,6 +488,21 @@ impl RxRun {
     }
 }
 
+/// RDT(0) as the driver last wrote it in `bar` (its side of BAR0), if it differs from `tail` and
+/// lies inside a ring of `size`. Receive paths that find no descriptor look once more: the
+/// device sees tail writes as they happen [DS 7.1.9], the engine polls them once per
+/// iteration, and a driver that returns descriptors promptly should not lose frames to that
+/// period. A value outside the ring is left to the engine's poll, which ignores it and
+/// reports it (lint).
+#[inline(always)]
+fn newer_rx_tail(bar: &MappedRegion, size: u32, tail: u32) -> Option<u32> {
+    let now = bar.read_u32(rdt(0) as usize);
+    // The driver writes descriptors before the tail: descriptors read after this load must
+    // see them (free on x86, which keeps loads in order).
+    fence(Ordering::Acquire);
+    (now < size && now != tail).then_some(now)
+}
+
 /// What the per-frame receive and transmit paths need from the registers. Registers change
 /// only when [`Port::scan`] applies driver writes (or on reset), so it is derived there, and
 /// the per-frame paths read no register.
@@ -516,7 +545,6 @@ pub struct Port {
     lan_id: u32,
     bar: MappedRegion,
     shadow: Vec<u32>,
-    scratch: Vec<u32>,
     pub config: PciConfig,
     rx: Vec<RxQueue>,
     tx: Vec<TxQueue>,
@@ -580,7 +608,6 @@ impl Port {
             lan_id,
             bar,
             shadow: vec![0; BAR0_DWORDS],
-            scratch: vec![0; BAR0_DWORDS],
             config,
             rx: vec![RxQueue::default(); QUEUES],
             tx: (0..QUEUES).map(|_| TxQueue::default()).collect(),
@@ -631,12 +658,10 @@ impl Port {
     fn set_reg(&mut self, offset: u32, value: u32) {
         let i = offset as usize / 4;
         self.shadow[i] = value;
-        self.scratch[i] = value;
         self.bar.write_u32(offset as usize, value);
         if let Some(a) = alias_for(offset) {
             let j = a as usize / 4;
             self.shadow[j] = value;
-            self.scratch[j] = value;
             self.bar.write_u32(a as usize, value);
         }
     }
@@ -654,7 +679,6 @@ impl Port {
         let m = self.mac;
         self.set_reg(ral(0), u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
         self.set_reg(rah(0), u32::from(u16::from_le_bytes([m[4], m[5]])) | RAH_AV);
-        self.scratch.copy_from_slice(&self.shadow);
         self.rx.iter_mut().for_each(|q| *q = RxQueue::default());
         self.tx.iter_mut().for_each(|q| *q = TxQueue::default());
         self.active_tx.clear();
@@ -732,27 +756,24 @@ impl Port {
             self.update_status();
         }
         for &offset in PRIORITY_REGISTERS {
-            let j = offset as usize / 4;
-            self.scratch[j] = self.bar.read_u32(offset as usize);
-            if self.check_dword(j) {
+            let value = self.bar.read_u32(offset as usize);
+            if self.check_dword(offset as usize / 4, value) {
                 return;
             }
         }
         let start = self.sweep;
         let end = start + SWEEP_DWORDS;
         self.sweep = end % BAR0_DWORDS;
-        self.bar.read_u32s(start * 4, &mut self.scratch[start..end]);
+        // One pass over BAR and shadow together: the sweep is memory-bound, and a copy into a
+        // third array first made it take several microseconds of every scan period.
         let mut i = start;
-        while i < end {
-            let chunk = i + 32;
-            if self.scratch[i..chunk] != self.shadow[i..chunk] {
-                for j in i..chunk {
-                    if self.check_dword(j) {
-                        return;
-                    }
-                }
+        while let Some(k) = self.bar.first_difference(i * 4, &self.shadow[i..end]) {
+            let j = i + k;
+            let value = self.bar.read_u32(j * 4);
+            if self.check_dword(j, value) {
+                return;
             }
-            i = chunk;
+            i = j + 1;
         }
     }
 
@@ -763,9 +784,9 @@ impl Port {
         }
     }
 
-    /// Handles dword `j` if the driver changed it. Returns true after a reset.
-    fn check_dword(&mut self, j: usize) -> bool {
-        let (old, new) = (self.shadow[j], self.scratch[j]);
+    /// Handles dword `j` if the driver changed it to `new`. Returns true after a reset.
+    fn check_dword(&mut self, j: usize, new: u32) -> bool {
+        let old = self.shadow[j];
         if old == new {
             return false;
         }
@@ -1327,7 +1348,7 @@ impl Port {
     #[inline(always)]
     pub fn rx_run_frame(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, frame: &[u8]) {
         if let Some(r) = run.as_mut() {
-            if r.push(&*dma, frame) {
+            if r.push(&*dma, &self.bar, frame) {
                 return;
             }
         }
@@ -1342,7 +1363,7 @@ impl Port {
     #[inline(always)]
     pub fn rx_run_generated(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, due: &mut DueFrame) {
         if let Some(r) = run.as_mut() {
-            if r.push_generated(&*dma, due) {
+            if r.push_generated(&*dma, &self.bar, due) {
                 return;
             }
         }
@@ -1363,7 +1384,8 @@ impl Port {
         max: usize,
     ) -> usize {
         let Some(r) = run.as_mut() else { return 0 };
-        generator.deliver_burst(now_ps, wire, max, |burst| r.push_burst(dma, burst))
+        let bar = &self.bar;
+        generator.deliver_burst(now_ps, wire, max, |burst| r.push_burst(dma, bar, burst))
     }
 
     #[inline(never)]
@@ -1381,6 +1403,7 @@ impl Port {
         let c = &mut self.counters;
         let q = &mut self.rx[0];
         q.head = r.head; // RDH itself is published once per engine iteration
+        q.tail = r.tail; // the run may have seen a newer RDT
                          // What receive() counts for an accepted frame, CRC stripped [DS 8.2.3.23].
         let (frames, bytes) = (r.written + r.no_descriptor, r.written_bytes + r.no_descriptor_bytes);
         c.tpr += frames;
@@ -1402,7 +1425,8 @@ impl Port {
         // The common case: one buffer, no FCS. The device owns descriptors from head up to (not
         // including) tail [DS 7.1.9], so it owns one if head != tail.
         if q.head == q.tail {
-            return RxWrite::NoRoom;
+            let Some(tail) = newer_rx_tail(&self.bar, q.size, q.tail) else { return RxWrite::NoRoom };
+            self.rx[0].tail = tail;
         }
         let Some(ring) = self.rx_ring(dma) else {
             // Not one piece of driver memory: resolve (and report) descriptor by descriptor.
@@ -1591,9 +1615,16 @@ impl Port {
         let fetched = &mut fetched[..count * 16];
         ring.read_run(dma, head, fetched);
         let mut n = 0;
-        for descriptor in fetched.chunks_exact(16) {
+        for (k, descriptor) in fetched.chunks_exact(16).enumerate() {
             if !wire.ready() {
                 break;
+            }
+            // The buffer a few frames on comes from the driver's core: start its transfer now,
+            // so that it overlaps this frame's work.
+            if let Some(ahead) = fetched.get((k + PREFETCH_AHEAD) * 16..).and_then(|d| d.first_chunk::<8>()) {
+                if let Some(o) = buffers.offset_of(u64::from_le_bytes(*ahead), 1) {
+                    dma.region(buffers.region).prefetch_read(o);
+                }
             }
             let (addr, qword1) = descriptor.split_at(8);
             let addr = u64::from_le_bytes(addr.try_into().unwrap_or_default());

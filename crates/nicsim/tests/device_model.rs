@@ -782,3 +782,65 @@ fn the_sink_measures_frames_in_driver_memory_as_it_measures_copies() {
     assert_eq!(a.4.min, 1, "the future timestamps reach the histogram");
     assert!(a.4.max > 100_000, "the others took the milliseconds to the first transmit");
 }
+
+#[test]
+fn a_tail_moved_during_an_iteration_is_seen_before_frames_are_dropped() {
+    // The engine polls RDT once per iteration. A driver that hands descriptors back in the
+    // meantime must not lose the frames that arrive before the next poll, on any receive
+    // path: generated bursts, frames one by one in a run, and the general path.
+    for path in ["burst", "run", "general"] {
+        for advanced in [false, true] {
+            for new_tail in [15u32, 3, 99] {
+                let what = format!("path {path}, advanced {advanced}, RDT moved to {new_tail}");
+                let mut r = Rig::new();
+                r.rx_ring(16, advanced, true);
+                r.wr(rdt(0), 3); // three descriptors owned by the device
+                let mut generator = Generator::new(1);
+                let spec = TrafficSpec { count: Some(10), ..Default::default() };
+                generator.start(spec, r.port.mac(), 10.0, 0);
+                let mut wire = WireClock::new(10.0);
+                let now = 10_000_000;
+                let mut run = r.port.rx_run_begin(&mut r.dma);
+                // The driver's write, not yet seen by any poll.
+                r.bar.write_u32(rdt(0) as usize, new_tail);
+                match path {
+                    "burst" => {
+                        let allowed = generator.allowance(now, 128);
+                        let taken =
+                            r.port.rx_run_generated_burst(&r.dma, &mut run, &mut generator, &mut wire, now, allowed);
+                        assert_eq!(taken, 10, "{what}: one burst takes all");
+                        r.port.rx_run_end(&r.dma, run);
+                    }
+                    "run" => {
+                        for k in 0..10 {
+                            r.port.rx_run_frame(&mut r.dma, &mut run, &frame(60, k));
+                        }
+                        r.port.rx_run_end(&r.dma, run);
+                    }
+                    _ => {
+                        r.port.rx_run_end(&r.dma, run);
+                        for k in 0..10 {
+                            r.port.receive(&mut r.dma, &frame(60, k));
+                        }
+                    }
+                }
+                // 15: room for all ten; 3 (unchanged) and 99 (outside the ring): three.
+                let room = if new_tail == 15 { 10 } else { 3 };
+                let c = &r.port.counters;
+                assert_eq!((c.qprc[0], c.qprdc[0]), (room, 10 - room), "{what}: written, dropped");
+                for i in 0..16usize {
+                    // DD: bit 0 of the advanced write-back's qword 1, of the legacy status byte.
+                    let qword1 = r.mem().read_u64(i * 16 + 8);
+                    let dd = if advanced { qword1 & 1 } else { qword1 >> 32 & 1 };
+                    assert_eq!(dd == 1, (i as u64) < room, "{what}: DD of descriptor {i}");
+                }
+                let warned = r.lint_rules().contains(&rule::TAIL_OUTSIDE_RING.to_string());
+                assert!(!warned, "{what}: nothing reported before the poll");
+                r.sync();
+                let warned = r.lint_rules().contains(&rule::TAIL_OUTSIDE_RING.to_string());
+                assert_eq!(warned, new_tail == 99, "{what}: the poll reports a tail outside the ring");
+                assert_eq!(r.port.rx_queue_state(0).2, room as u32, "{what}: head");
+            }
+        }
+    }
+}
