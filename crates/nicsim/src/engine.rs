@@ -73,6 +73,10 @@ pub struct PortStats {
     pub generator_active: bool,
     pub generated: u64,
     pub generated_bytes: u64,
+    /// Frames the generator's rate owed but never offered because nicsim fell behind
+    /// (see `Generator::skipped`).
+    #[serde(default)]
+    pub generator_skipped: u64,
     pub sink_packets: u64,
     pub sink_bytes: u64,
     pub sink_foreign: u64,
@@ -353,6 +357,7 @@ impl<D: DmaSpace> Engine<D> {
                 generator_active: w.generator.active(),
                 generated: w.generator.sent,
                 generated_bytes: w.generator.bytes,
+                generator_skipped: w.generator.skipped,
                 sink_packets: w.sink.packets,
                 sink_bytes: w.sink.bytes,
                 sink_foreign: w.sink.foreign,

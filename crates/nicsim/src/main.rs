@@ -362,9 +362,10 @@ fn print_totals(s: &Stats) {
         let lost: u64 = p.streams.iter().map(|(_, st)| st.lost).sum();
         let reordered: u64 = p.streams.iter().map(|(_, st)| st.reordered).sum();
         println!(
-            "port {}: generated {} | to driver {} (no descriptor {}, missed {}, rx off {}) | driver sent {} | sink {} lost {} reordered {} | latency p50 {} ns p99 {} ns max {} ns | DMA faults {} | lint {}",
+            "port {}: generated {} (skipped {}) | to driver {} (no descriptor {}, missed {}, rx off {}) | driver sent {} | sink {} lost {} reordered {} | latency p50 {} ns p99 {} ns max {} ns | DMA faults {} | lint {}",
             p.port,
             p.generated,
+            p.generator_skipped,
             p.device.qprc.iter().sum::<u64>(),
             p.device.qprdc.iter().sum::<u64>(),
             p.device.mpc,
@@ -392,9 +393,10 @@ fn print_rates(a: &Stats, b: &Stats) {
             - x.device.mpc
             - x.drops.rx_disabled;
         line += &format!(
-            " | port {}: gen {:6.2} Mpps, to driver {:6.2}, dropped {:6.2}, driver sent {:6.2}, sink {:6.2} Mpps, p99 {} ns",
+            " | port {}: gen {:6.2} Mpps (skipped {:4.2}), to driver {:6.2}, dropped {:6.2}, driver sent {:6.2}, sink {:6.2} Mpps, p99 {} ns",
             y.port,
             mpps(y.generated - x.generated, secs),
+            mpps(y.generator_skipped - x.generator_skipped, secs),
             mpps(rx, secs),
             mpps(drop, secs),
             mpps(y.device.gptc - x.device.gptc, secs),
@@ -463,6 +465,7 @@ fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
             serde_json::json!({
                 "port": y.port,
                 "generated_mpps": mpps(y.generated - x.generated, secs),
+                "skipped_mpps": mpps(y.generator_skipped - x.generator_skipped, secs),
                 "into_rx_ring_mpps": mpps(rx, secs),
                 "no_descriptor_mpps": mpps(y.device.qprdc[0] - x.device.qprdc[0], secs),
                 "drained_from_tx_ring_mpps": mpps(tx, secs),
@@ -491,9 +494,10 @@ fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
         println!("nicsim ceiling, 64-byte frames, 2 ports, {gbps} Gb/s links ({line_rate:.2} Mpps line rate per port), {secs:.1} s, reflecting peer on the other core:");
         for p in &per_port {
             println!(
-                "  port {}: generated {:.2} Mpps, written into RX ring {:.2} Mpps (no descriptor {:.2}), drained from TX ring {:.2} Mpps",
+                "  port {}: generated {:.2} Mpps (skipped {:.2}), written into RX ring {:.2} Mpps (no descriptor {:.2}), drained from TX ring {:.2} Mpps",
                 p["port"],
                 p["generated_mpps"].as_f64().unwrap_or(0.0),
+                p["skipped_mpps"].as_f64().unwrap_or(0.0),
                 p["into_rx_ring_mpps"].as_f64().unwrap_or(0.0),
                 p["no_descriptor_mpps"].as_f64().unwrap_or(0.0),
                 p["drained_from_tx_ring_mpps"].as_f64().unwrap_or(0.0)

@@ -254,6 +254,11 @@ pub struct Generator {
     end_ps: Option<u64>,
     pub sent: u64,
     pub bytes: u64,
+    /// Frames the rate owed when their time was forgotten: the engine (or a wire busy with
+    /// other traffic) fell more than [`BURST_PS`] behind. Without a count they are never
+    /// sent; with one, the count is sent later. Zero while nicsim keeps up: what a
+    /// measurement loses to nicsim rather than to the driver.
+    pub skipped: u64,
     started_ps: u64,
     /// Frames sent since the last `start` (what `count` limits; counter resets leave it).
     sent_this_start: u64,
@@ -274,6 +279,7 @@ impl Generator {
             end_ps: None,
             sent: 0,
             bytes: 0,
+            skipped: 0,
             started_ps: 0,
             sent_this_start: 0,
             flow: 0,
@@ -318,6 +324,7 @@ impl Generator {
     pub fn reset_counters(&mut self) {
         self.sent = 0;
         self.bytes = 0;
+        self.skipped = 0;
         self.flow = 0;
     }
 
@@ -347,6 +354,7 @@ impl Generator {
         // Forget time we could not keep up with (bounded burst), as the wire clock does.
         let floor = now_ps.saturating_sub(BURST_PS) * 1000;
         if self.next_x1000 < floor {
+            self.skipped += (floor - self.next_x1000) / self.interval_ps_x1000.max(1);
             self.next_x1000 = floor;
         }
         (max as u64).min(left) as usize
@@ -925,6 +933,38 @@ mod tests {
         }
         assert_eq!(n, 100);
         assert!(!g.active());
+    }
+
+    #[test]
+    fn a_late_engine_is_counted_as_skipped_frames() {
+        // Polled every microsecond for 1 ms at line rate, with two stalls: 10 µs (within
+        // BURST_PS: caught up, nothing skipped) and 100 µs (80 µs of it forgotten).
+        let mut g = Generator::new(0);
+        g.start(TrafficSpec::default(), [0x02, 0, 0, 0, 0, 1], 10.0, 0);
+        let mut wire = WireClock::new(10.0);
+        let mut sent = 0;
+        let mut now = 0;
+        while now < 1_000_000_000u64 {
+            sent += g.burst(now, &mut wire, 4096, &mut |_, _| {});
+            now += match now {
+                200_000_000 => 10_000_000,
+                500_000_000 => 100_000_000,
+                _ => 1_000_000,
+            };
+            if now == 210_000_000 {
+                assert_eq!(g.skipped, 0, "a 10 µs stall is caught up");
+            }
+        }
+        // The generator had scheduled up to LOOKAHEAD_PS ahead before the stall.
+        let forgotten = (100_000_000 - BURST_PS - LOOKAHEAD_PS) as f64 / 67_200.0;
+        assert!((g.skipped as f64 - forgotten).abs() <= 2.0, "{} skipped, {forgotten} expected", g.skipped);
+        // What was sent and what was skipped add up to the line rate.
+        let expected = line_rate_pps(60, 10.0) / 1000.0;
+        let slack = (LOOKAHEAD_PS / 67_200) as f64 + 2.0;
+        let owed = (sent + g.skipped as usize) as f64;
+        assert!((owed - expected).abs() <= slack, "{sent} sent + {} skipped, {expected} owed", g.skipped);
+        g.reset_counters();
+        assert_eq!(g.skipped, 0);
     }
 
     #[test]
