@@ -68,6 +68,9 @@ pub struct Throughput {
     pub offered_mpps: f64,
     /// Frames that found no free RX descriptor, per second.
     pub no_descriptor_mpps: f64,
+    /// Frames the line rate owed that nicsim never generated because its engine fell behind
+    /// (`generator_skipped`), per second: nicsim's share of the limit.
+    pub skipped_mpps: f64,
     pub limited_by: Limit,
     pub seconds: f64,
 }
@@ -76,8 +79,26 @@ pub struct Throughput {
 pub enum Limit {
     /// The driver left more than 1% of what nicsim offered without a descriptor.
     Driver,
-    /// The driver forwarded (almost) everything nicsim could offer.
+    /// The driver took what nicsim offered, but nicsim skipped more than 1% of the line rate:
+    /// a faster nicsim would have measured more.
     Nicsim,
+    /// The driver forwarded (almost) everything at line rate.
+    LineRate,
+}
+
+impl Limit {
+    /// The limit of a run from what nicsim offered, what found no descriptor and what nicsim
+    /// skipped (any unit). A driver that drops is the limit even if nicsim also fell behind:
+    /// more offered frames would only have been dropped too.
+    pub fn of(offered: f64, no_descriptor: f64, skipped: f64) -> Limit {
+        if no_descriptor * 100.0 > offered {
+            Limit::Driver
+        } else if skipped * 100.0 > offered + skipped {
+            Limit::Nicsim
+        } else {
+            Limit::LineRate
+        }
+    }
 }
 
 impl std::fmt::Display for Limit {
@@ -85,6 +106,7 @@ impl std::fmt::Display for Limit {
         f.write_str(match self {
             Limit::Driver => "driver",
             Limit::Nicsim => "nicsim",
+            Limit::LineRate => "line rate",
         })
     }
 }
@@ -251,12 +273,13 @@ pub fn throughput(driver: &Driver, mode: &str, seconds: f64) -> Result<Throughpu
     let forwarded = delta(|p| p.sink_packets);
     let offered = delta(|p| p.generated);
     let no_descriptor = delta(|p| p.device.qprdc[0]);
-    let limited_by = if no_descriptor * 100 > offered { Limit::Driver } else { Limit::Nicsim };
+    let skipped = delta(|p| p.generator_skipped);
     Ok(Throughput {
         forwarded_mpps: mpps(forwarded, secs),
         offered_mpps: mpps(offered, secs),
         no_descriptor_mpps: mpps(no_descriptor, secs),
-        limited_by,
+        skipped_mpps: mpps(skipped, secs),
+        limited_by: Limit::of(offered as f64, no_descriptor as f64, skipped as f64),
         seconds: secs,
     })
 }
