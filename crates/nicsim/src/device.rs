@@ -327,12 +327,8 @@ impl RxRun {
     fn push_burst(&mut self, dma: &impl DmaSpace, bar: &MappedRegion, burst: &GeneratedBurst) -> usize {
         let frame = burst.frame;
         let len = frame.len();
-        if !(MIN_FRAME..=self.max_len).contains(&len) {
-            return 0;
-        }
-        // L2 filtering [DS 7.1.1.1]: the frames differ only in their payload.
-        let unicast = frame[0] & 1 == 0;
-        if mac_key(frame) != self.own_key && !(self.promiscuous_unicast && unicast) {
+        // The frames differ only in their payload: one check for all.
+        if !self.takes(frame) {
             return 0;
         }
         let mut k = 0;
@@ -355,7 +351,7 @@ impl RxRun {
             // Up to the next write-back point, the end of the fetched addresses, the tail or
             // the end of the burst, whichever comes first, the loop below keeps its state in
             // locals.
-            let owned = if self.tail >= self.head { self.tail - self.head } else { self.tail + self.size - self.head };
+            let owned = self.owned();
             let to_line = 4 - (self.head & 3);
             let n = (burst.count - k).min((self.fetched - self.used).min(owned.min(to_line) as usize));
             let mut done = 0;
@@ -387,6 +383,21 @@ impl RxRun {
         k
     }
 
+    /// Whether the run takes `frame` at all: its length fits a buffer and it passes the L2
+    /// filter [DS 7.1.1.1] for the frames runs take (the port's own address, or any unicast
+    /// address when promiscuous).
+    #[inline(always)]
+    fn takes(&self, frame: &[u8]) -> bool {
+        (MIN_FRAME..=self.max_len).contains(&frame.len())
+            && (mac_key(frame) == self.own_key || (self.promiscuous_unicast && frame[0] & 1 == 0))
+    }
+
+    /// Descriptors the device owns: from head up to (not including) tail [DS 7.1.9].
+    #[inline(always)]
+    fn owned(&self) -> u32 {
+        owned_between(self.head, self.tail, self.size)
+    }
+
     /// See [`newer_rx_tail`]; `true` if the tail moved.
     #[inline(never)]
     fn refresh_tail(&mut self, bar: &MappedRegion) -> bool {
@@ -403,15 +414,10 @@ impl RxRun {
         frame: &[u8],
         finish: impl FnOnce(&MappedRegion, usize),
     ) -> bool {
+        if !self.takes(frame) {
+            return false;
+        }
         let len = frame.len();
-        if !(MIN_FRAME..=self.max_len).contains(&len) {
-            return false;
-        }
-        // L2 filtering [DS 7.1.1.1], for the frames the run takes.
-        let unicast = frame[0] & 1 == 0;
-        if mac_key(frame) != self.own_key && !(self.promiscuous_unicast && unicast) {
-            return false;
-        }
         let n = len as u64;
         let head = self.head;
         if head == self.tail && !self.refresh_tail(bar) {
@@ -475,8 +481,7 @@ impl RxRun {
     /// Fetches the buffer addresses of up to [`RX_FETCH`] descriptors from `head`.
     #[inline(never)]
     fn fetch(&mut self, dma: &impl DmaSpace) {
-        let owned = if self.tail >= self.head { self.tail - self.head } else { self.tail + self.size - self.head };
-        let count = (owned as usize).min(RX_FETCH);
+        let count = (self.owned() as usize).min(RX_FETCH);
         let mut raw = [0u8; 16 * RX_FETCH];
         let raw = &mut raw[..count * 16];
         self.ring.read_run(dma, self.head, raw);
@@ -485,6 +490,17 @@ impl RxRun {
         }
         self.fetched = count;
         self.used = 0;
+    }
+}
+
+/// Descriptors from `head` up to (not including) `tail` in a ring of `size`: what the device
+/// owns [DS 7.1.9 receive, 7.2.3.3 transmit].
+#[inline(always)]
+fn owned_between(head: u32, tail: u32, size: u32) -> u32 {
+    if tail >= head {
+        tail - head
+    } else {
+        tail + size - head
     }
 }
 
@@ -1402,9 +1418,10 @@ impl Port {
         r.write_back(dma);
         let c = &mut self.counters;
         let q = &mut self.rx[0];
-        q.head = r.head; // RDH itself is published once per engine iteration
-        q.tail = r.tail; // the run may have seen a newer RDT
-                         // What receive() counts for an accepted frame, CRC stripped [DS 8.2.3.23].
+        // RDH itself is published once per engine iteration; the run may have seen a newer RDT.
+        q.head = r.head;
+        q.tail = r.tail;
+        // What receive() counts for an accepted frame, CRC stripped [DS 8.2.3.23].
         let (frames, bytes) = (r.written + r.no_descriptor, r.written_bytes + r.no_descriptor_bytes);
         c.tpr += frames;
         c.tor += bytes + frames * FCS_LEN as u64;
@@ -1462,7 +1479,7 @@ impl Port {
         let q = self.rx[0];
         let total = frame.len() + if strip { 0 } else { FCS_LEN };
         let need = total.div_ceil(q.buf_size) as u32;
-        let owned = if q.tail >= q.head { q.tail - q.head } else { q.tail + q.size - q.head };
+        let owned = owned_between(q.head, q.tail, q.size);
         if q.size == 0 || owned < need {
             return RxWrite::NoRoom;
         }
@@ -1609,7 +1626,7 @@ impl Port {
         let mut commands = 0u8;
         let mut wire = self.tx_wire.run(now_ps);
         // The descriptors this call may process, fetched in one burst.
-        let owned = if tail >= head { tail - head } else { tail + size - head } as usize;
+        let owned = owned_between(head, tail, size) as usize;
         let count = owned.min(limit);
         let mut fetched = [0u8; 16 * TX_DESCRIPTORS_PER_CALL];
         let fetched = &mut fetched[..count * 16];

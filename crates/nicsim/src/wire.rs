@@ -89,9 +89,7 @@ impl WireClock {
         self.free_at_ps = start + self.last.1;
         self.free_at_ps
     }
-}
 
-impl WireClock {
     /// Frames of `len` bytes sent back to back at `now_ps`: when the first starts, how long
     /// each occupies the wire, and how many of them may start ([`Self::ready`]) at most.
     /// Sending `n` of them is [`Self::sent_back_to_back`], and equals `n` calls of
