@@ -30,6 +30,13 @@ const TX_RS: u8 = 1 << 3;
 const TX_DEXT: u8 = 1 << 5;
 /// Receive descriptors a run fetches at once.
 const RX_FETCH: usize = 64;
+/// Receive descriptors written back together: four 64-byte lines (ring bases are 128-byte
+/// aligned [DS 8.2.3.8.1]). A polling driver waits on the line of the next descriptor; while
+/// the engine fills the buffers of a chunk, the driver reads none of the chunk's other three
+/// lines, so one line per chunk moves between the two cores while both use it, where each
+/// line written back alone moved one per four descriptors (docs/results.md, seventh round).
+/// A chunk also ends at the end of the ring, so it never wraps.
+pub const RX_WRITE_BACK_CHUNK: u32 = 16;
 /// How many descriptors ahead the transmit path prefetches packet buffers.
 const PREFETCH_AHEAD: usize = 8;
 /// Descriptors one transmit queue processes per engine iteration at most.
@@ -278,9 +285,9 @@ pub struct RxRun {
     fetched: usize,
     used: usize,
     /// Descriptors from here to `head` are filled but not yet written back; their lengths
-    /// by index modulo 4.
+    /// by index modulo [`RX_WRITE_BACK_CHUNK`].
     written_back_to: u32,
-    pending_lens: [u16; 4],
+    pending_lens: [u16; RX_WRITE_BACK_CHUNK as usize],
     /// Frames written into the ring and their bytes (without FCS), and frames dropped for
     /// want of a descriptor and theirs; accepted frames are both together.
     written: u64,
@@ -352,8 +359,10 @@ impl RxRun {
             // the end of the burst, whichever comes first, the loop below keeps its state in
             // locals.
             let owned = self.owned();
-            let to_line = 4 - (self.head & 3);
-            let n = (burst.count - k).min((self.fetched - self.used).min(owned.min(to_line) as usize));
+            // Rings are multiples of 8 descriptors [DS 8.2.3.8.3], not of a chunk: the last
+            // chunk of a ring may be short, and the head must wrap exactly at its end.
+            let to_chunk = (RX_WRITE_BACK_CHUNK - (self.head & (RX_WRITE_BACK_CHUNK - 1))).min(self.size - self.head);
+            let n = (burst.count - k).min((self.fetched - self.used).min(owned.min(to_chunk) as usize));
             let mut done = 0;
             while done < n {
                 let buf = self.addresses[(self.used + done) % RX_FETCH];
@@ -364,7 +373,7 @@ impl RxRun {
                 span.write_from(frame);
                 span.write_u64::<SEQUENCE_AT>(seq);
                 span.write_u64::<TIMESTAMP_AT>(timestamp);
-                self.pending_lens[((self.head + done as u32) & 3) as usize] = len as u16;
+                self.pending_lens[((self.head + done as u32) & (RX_WRITE_BACK_CHUNK - 1)) as usize] = len as u16;
                 done += 1;
             }
             self.used += done;
@@ -373,7 +382,7 @@ impl RxRun {
             k += done;
             let next = self.head + done as u32;
             self.head = if next == self.size { 0 } else { next };
-            if self.head & 3 == 0 {
+            if self.head & (RX_WRITE_BACK_CHUNK - 1) == 0 {
                 self.write_back(dma);
             }
             if done < n {
@@ -440,21 +449,22 @@ impl RxRun {
         region.write_bytes(offset, frame);
         finish(region, offset);
         self.used += 1;
-        self.pending_lens[(head & 3) as usize] = len as u16;
+        self.pending_lens[(head & (RX_WRITE_BACK_CHUNK - 1)) as usize] = len as u16;
         let next = if head + 1 == self.size { 0 } else { head + 1 };
         self.head = next;
         self.written += 1;
         self.written_bytes += n;
-        if next & 3 == 0 {
+        if next & (RX_WRITE_BACK_CHUNK - 1) == 0 {
             self.write_back(dma);
         }
         true
     }
 
-    /// Writes back the descriptors filled since the last write-back: at most the four that
-    /// share a 64-byte line (ring bases are 128-byte aligned [DS 8.2.3.8.1]), as the device
-    /// writes back whole lines. One store burst per line instead of one per frame keeps the
-    /// line from moving between our core and the polling driver's core once per descriptor.
+    /// Writes back the descriptors filled since the last write-back: at most one
+    /// [`RX_WRITE_BACK_CHUNK`], when it is full or when the run ends, so that no frame waits
+    /// beyond the engine iteration that wrote it. The device too writes back whole lines
+    /// rather than single descriptors [DS 7.1.6]; one store burst per chunk instead of one per
+    /// frame keeps lines from moving between our core and the polling driver's.
     ///
     /// Each word is stored once, in order: the driver may take a descriptor the moment its
     /// DD shows and rewrite it (a TinyNF-style driver turns it into a transmit descriptor),
@@ -465,7 +475,7 @@ impl RxRun {
         fence(Ordering::Release);
         let mut i = self.written_back_to;
         while i != self.head {
-            let n = u64::from(self.pending_lens[(i & 3) as usize]);
+            let n = u64::from(self.pending_lens[(i & (RX_WRITE_BACK_CHUNK - 1)) as usize]);
             if self.advanced {
                 // Advanced write-back overwrites qword 0 (no RSS, no packet type) [DS 7.1.6.2].
                 self.ring.write(dma, i, 0, RX_DD | RX_EOP | n << 32);
@@ -1351,7 +1361,7 @@ impl Port {
             fetched: 0,
             used: 0,
             written_back_to: q.head,
-            pending_lens: [0; 4],
+            pending_lens: [0; RX_WRITE_BACK_CHUNK as usize],
             written: 0,
             written_bytes: 0,
             no_descriptor: 0,

@@ -717,6 +717,88 @@ fn generated_bursts_write_and_count_exactly_as_frame_by_frame() {
     }
 }
 
+/// The length and DD of receive descriptor `i` in the ring at DMA offset 0, in either format.
+fn written_back(r: &Rig, i: usize, advanced: bool) -> Option<u64> {
+    let qword1 = r.mem().read_u64(i * 16 + 8);
+    let (status, len) =
+        if advanced { (qword1 & 0xF_FFFF, qword1 >> 32 & 0xFFFF) } else { (qword1 >> 32, qword1 & 0xFFFF) };
+    (status & 1 != 0).then_some(len)
+}
+
+#[test]
+fn receive_descriptors_are_written_back_by_chunks_and_all_when_the_run_ends() {
+    use nicsim::device::RX_WRITE_BACK_CHUNK;
+    let chunk = RX_WRITE_BACK_CHUNK as usize;
+    // Ring lengths of 8, 24 and 40 descriptors: chunks end at the end of the ring too.
+    for ring in [8usize, 24, 40] {
+        for advanced in [false, true] {
+            let what = format!("ring {ring}, advanced {advanced}");
+            let mut r = Rig::new();
+            r.rx_ring(ring as u32, advanced, true);
+            r.wr(rdt(0), ring as u32 - 1);
+            let mut g = Generator::new(0);
+            let mut wire = WireClock::new(10.0);
+            g.start(TrafficSpec::default(), r.port.mac(), 10.0, 0);
+            // One run that fills every descriptor the driver gave: before it ends, DD shows on
+            // whole chunks only; when it ends, on every frame written.
+            let now = 3_000_000;
+            let allowed = g.allowance(now, 128);
+            let mut run = r.port.rx_run_begin(&mut r.dma);
+            let taken = r.port.rx_run_generated_burst(&r.dma, &mut run, &mut g, &mut wire, now, allowed);
+            let filled = ring - 1;
+            assert!(taken > filled, "{what}: {taken} frames, more than the ring holds (DROP_EN drops the rest)");
+            let whole = filled / chunk * chunk;
+            for i in 0..filled {
+                assert_eq!(written_back(&r, i, advanced).is_some(), i < whole, "{what}: descriptor {i} during the run");
+            }
+            r.port.rx_run_end(&r.dma, run);
+            for i in 0..ring {
+                assert_eq!(
+                    written_back(&r, i, advanced),
+                    (i < filled).then_some(60),
+                    "{what}: descriptor {i} after the run"
+                );
+            }
+            // Many laps in bursts of every length: the driver finds each frame once, in order,
+            // complete, and gives all its descriptors back at once.
+            let mut next = 0usize;
+            let mut last_seq = None;
+            let mut received = 0u64;
+            let mut now = now;
+            for round in 1..400u64 {
+                while let Some(len) = written_back(&r, next, advanced) {
+                    let buf = 0x10000 + next * 2048;
+                    let mut frame = vec![0u8; len as usize];
+                    r.mem().read_bytes(buf, &mut frame);
+                    let (_, seq, _) = nicsim::wire::parse_payload(&frame).expect("a generated frame");
+                    assert!(last_seq.is_none_or(|l| seq > l), "{what}: frames in order");
+                    last_seq = Some(seq);
+                    received += 1;
+                    r.mem().write_u64(next * 16, DMA_BASE + buf as u64);
+                    r.mem().write_u64(next * 16 + 8, 0);
+                    next = (next + 1) % ring;
+                }
+                r.wr(rdt(0), ((next + ring - 1) % ring) as u32);
+                // Between 2 and 14 frame times at 10 Gb/s: bursts from short to overflowing.
+                now += (round % 7 + 1) * 150_000;
+                let allowed = g.allowance(now, 128);
+                let mut run = r.port.rx_run_begin(&mut r.dma);
+                r.port.rx_run_generated_burst(&r.dma, &mut run, &mut g, &mut wire, now, allowed);
+                r.port.rx_run_end(&r.dma, run);
+            }
+            let c = &r.port.counters;
+            assert!(received > 20 * ring as u64, "{what}: {received} frames over many laps");
+            assert_eq!(c.qprc[0], received + written_pending(&r, next, ring, advanced), "{what}: frames written");
+            assert_eq!(g.sent, c.qprc[0] + c.qprdc[0], "{what}: every frame written or counted as dropped");
+        }
+    }
+}
+
+/// Frames written back and not yet taken by the driver from descriptor `next` on.
+fn written_pending(r: &Rig, next: usize, ring: usize, advanced: bool) -> u64 {
+    (0..ring).take_while(|k| written_back(r, (next + k) % ring, advanced).is_some()).count() as u64
+}
+
 #[test]
 fn the_sink_measures_frames_in_driver_memory_as_it_measures_copies() {
     let (eop, ifcs) = (0b1u64, 0b10u64);
