@@ -576,6 +576,9 @@ pub struct Port {
     tx: Vec<TxQueue>,
     active_tx: Vec<u32>,
     tx_rr: usize,
+    /// Where the transmit fast path fetches descriptors: kept between calls, because a fresh
+    /// array would be zeroed whole on every call, most of it unused.
+    tx_fetched: Box<[u8]>,
     /// The link partner asks us to stop sending (802.3x XOFF), held until released: the
     /// transmitter sends nothing and TX rings fill, as they do behind a paused link.
     pub tx_paused: bool,
@@ -639,6 +642,7 @@ impl Port {
             tx: (0..QUEUES).map(|_| TxQueue::default()).collect(),
             active_tx: Vec::new(),
             tx_rr: 0,
+            tx_fetched: vec![0; 16 * TX_DESCRIPTORS_PER_CALL].into_boxed_slice(),
             tx_paused: false,
             rar: Vec::new(),
             paths: PathConfig::default(),
@@ -1638,9 +1642,10 @@ impl Port {
         // The descriptors this call may process, fetched in one burst.
         let owned = owned_between(head, tail, size) as usize;
         let count = owned.min(limit);
-        let mut fetched = [0u8; 16 * TX_DESCRIPTORS_PER_CALL];
-        let fetched = &mut fetched[..count * 16];
+        let mut all_fetched = std::mem::take(&mut self.tx_fetched);
+        let fetched = &mut all_fetched[..count * 16];
         ring.read_run(dma, head, fetched);
+        let fetched = &*fetched;
         let mut n = 0;
         for (k, descriptor) in fetched.chunks_exact(16).enumerate() {
             if !wire.ready() {
@@ -1683,6 +1688,7 @@ impl Port {
             head = if head + 1 == size { 0 } else { head + 1 };
             n += 1;
         }
+        self.tx_fetched = all_fetched;
         self.tx_wire.end_run(wire);
         *write_head_back |= head_wb && commands & TX_RS != 0;
         q.head = head;
