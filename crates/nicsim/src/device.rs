@@ -7,7 +7,7 @@
 //! ([`Port::poll_doorbells`]). What nicsim itself changes (heads, status, counters) it writes to
 //! both the BAR and the shadow.
 
-use crate::dma::{self, DmaSpace, Ring, Window};
+use crate::dma::{self, DmaSpace, Ring, Windows};
 use crate::lint::{rule, Lints};
 use crate::pciconfig::PciConfig;
 use crate::regs::*;
@@ -277,7 +277,7 @@ pub struct RxRun {
     own_key: u64,
     promiscuous_unicast: bool,
     /// The piece of memory the last packet buffer was in.
-    buffers: Window,
+    buffers: Windows,
     /// Buffer addresses of the descriptors from the one at `head` when they were fetched:
     /// `fetched` of them, the first `used` taken. The device fetches descriptors in bursts
     /// too [DS 7.1.3.3]; the driver may not touch descriptors it gave the device.
@@ -367,8 +367,8 @@ impl RxRun {
             while done < n {
                 let buf = self.addresses[(self.used + done) % RX_FETCH];
                 // Unknown so far: the general path looks for new memory or reports the fault.
-                let Some(offset) = self.buffers.find(dma, buf, len) else { break };
-                let Some(span) = dma.region(self.buffers.region).span::<MIN_FRAME>(offset, len) else { break };
+                let Some((region, offset)) = self.buffers.find(dma, buf, len) else { break };
+                let Some(span) = dma.region(region).span::<MIN_FRAME>(offset, len) else { break };
                 let (seq, timestamp, _) = burst.fields(k + done);
                 span.write_from(frame);
                 span.write_u64::<SEQUENCE_AT>(seq);
@@ -444,8 +444,8 @@ impl RxRun {
         }
         let buf = self.addresses[self.used % RX_FETCH];
         // Unknown so far: the slow path looks for new memory or reports the fault.
-        let Some(offset) = self.buffers.find(dma, buf, len) else { return false };
-        let region = dma.region(self.buffers.region);
+        let Some((region, offset)) = self.buffers.find(dma, buf, len) else { return false };
+        let region = dma.region(region);
         region.write_bytes(offset, frame);
         finish(region, offset);
         self.used += 1;
@@ -1360,7 +1360,7 @@ impl Port {
             // bits, so u64::MAX matches nothing.
             own_key: self.rar.first().copied().unwrap_or(u64::MAX),
             promiscuous_unicast: cfg.fctrl & FCTRL_UPE != 0,
-            buffers: Window::EMPTY,
+            buffers: Windows::EMPTY,
             addresses: [0; RX_FETCH],
             fetched: 0,
             used: 0,
@@ -1629,7 +1629,7 @@ impl Port {
         let head_wb = q.head_wb.is_some();
         let always_write_back = q.wthresh > 0;
         let limit = (TX_DESCRIPTORS_PER_CALL - processed).min(out.room());
-        let mut buffers = Window::EMPTY;
+        let mut buffers = Windows::EMPTY;
         let (mut packets, mut bytes, mut broadcast, mut multicast) = (0u64, 0u64, 0u64, 0u64);
         // What HLREG0 makes of a frame, fixed for the call: without IFCS (or with
         // HLREG0.TXCRCEN clear) the driver supplied the FCS as the last 4 bytes
@@ -1654,8 +1654,8 @@ impl Port {
             // The buffer a few frames on comes from the driver's core: start its transfer now,
             // so that it overlaps this frame's work.
             if let Some(ahead) = fetched.get((k + PREFETCH_AHEAD) * 16..).and_then(|d| d.first_chunk::<8>()) {
-                if let Some(o) = buffers.offset_of(u64::from_le_bytes(*ahead), 1) {
-                    dma.region(buffers.region).prefetch_read(o);
+                if let Some((region, o)) = buffers.find(dma, u64::from_le_bytes(*ahead), 1) {
+                    dma.region(region).prefetch_read(o);
                 }
             }
             let (addr, qword1) = descriptor.split_at(8);
@@ -1670,10 +1670,10 @@ impl Port {
                 break;
             }
             let keep = len - fcs;
-            let Some(offset) = buffers.find(dma, addr, len) else { break };
+            let Some((region, offset)) = buffers.find(dma, addr, len) else { break };
             let padded = keep.max(pad_to);
             let end = wire.send(padded);
-            let dst = out.take_from(dma.region(buffers.region), offset, keep, padded, end);
+            let dst = out.take_from(dma.region(region), offset, keep, padded, end);
             packets += 1;
             bytes += padded as u64;
             let (b, m) = group_kind(dst);
