@@ -30,13 +30,14 @@ const TX_RS: u8 = 1 << 3;
 const TX_DEXT: u8 = 1 << 5;
 /// Receive descriptors a run fetches at once.
 const RX_FETCH: usize = 64;
-/// Receive descriptors written back together: four 64-byte lines (ring bases are 128-byte
-/// aligned [DS 8.2.3.8.1]). A polling driver waits on the line of the next descriptor; while
-/// the engine fills the buffers of a chunk, the driver reads none of the chunk's other three
-/// lines, so one line per chunk moves between the two cores while both use it, where each
-/// line written back alone moved one per four descriptors (docs/results.md, seventh round).
-/// A chunk also ends at the end of the ring, so it never wraps.
-pub const RX_WRITE_BACK_CHUNK: u32 = 16;
+/// Receive descriptors written back together: sixteen 64-byte lines (ring bases are 128-byte
+/// aligned [DS 8.2.3.8.1]), or fewer at the end of the ring, so a chunk never wraps. A
+/// polling driver spins on the line of its next descriptor, and every write-back moves that
+/// line between its core and ours while both use it; the fewer write-backs, the less the
+/// engine pays for a fast driver (chunks of 4, 16, 32 and 64 descriptors were timed: see
+/// docs/results.md, seventh round). A run also writes back when it ends, so no frame waits
+/// beyond the engine iteration that wrote it.
+pub const RX_WRITE_BACK_CHUNK: u32 = 64;
 /// How many descriptors ahead the transmit path prefetches packet buffers.
 const PREFETCH_AHEAD: usize = 8;
 /// Descriptors one transmit queue processes per engine iteration at most.

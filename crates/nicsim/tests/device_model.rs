@@ -729,8 +729,10 @@ fn written_back(r: &Rig, i: usize, advanced: bool) -> Option<u64> {
 fn receive_descriptors_are_written_back_by_chunks_and_all_when_the_run_ends() {
     use nicsim::device::RX_WRITE_BACK_CHUNK;
     let chunk = RX_WRITE_BACK_CHUNK as usize;
-    // Ring lengths of 8, 24 and 40 descriptors: chunks end at the end of the ring too.
-    for ring in [8usize, 24, 40] {
+    // Rings shorter than a chunk, and longer ones whose last chunk is short: chunks end at the
+    // end of the ring too.
+    let rings = [8, 24, chunk + 8, 2 * chunk + 24];
+    for ring in rings {
         for advanced in [false, true] {
             let what = format!("ring {ring}, advanced {advanced}");
             let mut r = Rig::new();
@@ -741,8 +743,9 @@ fn receive_descriptors_are_written_back_by_chunks_and_all_when_the_run_ends() {
             g.start(TrafficSpec::default(), r.port.mac(), 10.0, 0);
             // One run that fills every descriptor the driver gave: before it ends, DD shows on
             // whole chunks only; when it ends, on every frame written.
-            let now = 3_000_000;
-            let allowed = g.allowance(now, 128);
+            // Long enough for more frames than the longest ring holds (67.2 ns each).
+            let now = 19_000_000;
+            let allowed = g.allowance(now, 4 * chunk);
             let mut run = r.port.rx_run_begin(&mut r.dma);
             let taken = r.port.rx_run_generated_burst(&r.dma, &mut run, &mut g, &mut wire, now, allowed);
             let filled = ring - 1;
@@ -779,9 +782,9 @@ fn receive_descriptors_are_written_back_by_chunks_and_all_when_the_run_ends() {
                     next = (next + 1) % ring;
                 }
                 r.wr(rdt(0), ((next + ring - 1) % ring) as u32);
-                // Between 2 and 14 frame times at 10 Gb/s: bursts from short to overflowing.
-                now += (round % 7 + 1) * 150_000;
-                let allowed = g.allowance(now, 128);
+                // Between 9 and 62 frame times at 10 Gb/s: bursts from short to overflowing.
+                now += (round % 7 + 1) * 600_000;
+                let allowed = g.allowance(now, 4 * chunk);
                 let mut run = r.port.rx_run_begin(&mut r.dma);
                 r.port.rx_run_generated_burst(&r.dma, &mut run, &mut g, &mut wire, now, allowed);
                 r.port.rx_run_end(&r.dma, run);
