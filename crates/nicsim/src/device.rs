@@ -38,6 +38,13 @@ const RX_FETCH: usize = 64;
 /// docs/results.md, seventh round). A run also writes back when it ends, so no frame waits
 /// beyond the engine iteration that wrote it.
 pub const RX_WRITE_BACK_CHUNK: u32 = 64;
+const _: () = assert!(RX_WRITE_BACK_CHUNK.is_power_of_two(), "chunks are found by masking the index");
+
+/// The place of receive descriptor `index` in its write-back chunk.
+#[inline(always)]
+fn chunk_slot(index: u32) -> u32 {
+    index & (RX_WRITE_BACK_CHUNK - 1)
+}
 /// How many descriptors ahead the transmit path prefetches packet buffers.
 const PREFETCH_AHEAD: usize = 8;
 /// Descriptors one transmit queue processes per engine iteration at most.
@@ -277,7 +284,7 @@ pub struct RxRun {
     max_len: usize,
     own_key: u64,
     promiscuous_unicast: bool,
-    /// The piece of memory the last packet buffer was in.
+    /// The pieces of memory the last packet buffers were in.
     buffers: Windows,
     /// Buffer addresses of the descriptors from the one at `head` when they were fetched:
     /// `fetched` of them, the first `used` taken. The device fetches descriptors in bursts
@@ -362,7 +369,7 @@ impl RxRun {
             let owned = self.owned();
             // Rings are multiples of 8 descriptors [DS 8.2.3.8.3], not of a chunk: the last
             // chunk of a ring may be short, and the head must wrap exactly at its end.
-            let to_chunk = (RX_WRITE_BACK_CHUNK - (self.head & (RX_WRITE_BACK_CHUNK - 1))).min(self.size - self.head);
+            let to_chunk = (RX_WRITE_BACK_CHUNK - chunk_slot(self.head)).min(self.size - self.head);
             let n = (burst.count - k).min((self.fetched - self.used).min(owned.min(to_chunk) as usize));
             let mut done = 0;
             while done < n {
@@ -374,7 +381,7 @@ impl RxRun {
                 span.write_from(frame);
                 span.write_u64::<SEQUENCE_AT>(seq);
                 span.write_u64::<TIMESTAMP_AT>(timestamp);
-                self.pending_lens[((self.head + done as u32) & (RX_WRITE_BACK_CHUNK - 1)) as usize] = len as u16;
+                self.pending_lens[chunk_slot(self.head + done as u32) as usize] = len as u16;
                 done += 1;
             }
             self.used += done;
@@ -383,7 +390,7 @@ impl RxRun {
             k += done;
             let next = self.head + done as u32;
             self.head = if next == self.size { 0 } else { next };
-            if self.head & (RX_WRITE_BACK_CHUNK - 1) == 0 {
+            if chunk_slot(self.head) == 0 {
                 self.write_back(dma);
             }
             if done < n {
@@ -450,12 +457,12 @@ impl RxRun {
         region.write_bytes(offset, frame);
         finish(region, offset);
         self.used += 1;
-        self.pending_lens[(head & (RX_WRITE_BACK_CHUNK - 1)) as usize] = len as u16;
+        self.pending_lens[chunk_slot(head) as usize] = len as u16;
         let next = if head + 1 == self.size { 0 } else { head + 1 };
         self.head = next;
         self.written += 1;
         self.written_bytes += n;
-        if next & (RX_WRITE_BACK_CHUNK - 1) == 0 {
+        if chunk_slot(next) == 0 {
             self.write_back(dma);
         }
         true
@@ -476,7 +483,7 @@ impl RxRun {
         fence(Ordering::Release);
         let mut i = self.written_back_to;
         while i != self.head {
-            let n = u64::from(self.pending_lens[(i & (RX_WRITE_BACK_CHUNK - 1)) as usize]);
+            let n = u64::from(self.pending_lens[chunk_slot(i) as usize]);
             if self.advanced {
                 // Advanced write-back overwrites qword 0 (no RSS, no packet type) [DS 7.1.6.2].
                 self.ring.write(dma, i, 0, RX_DD | RX_EOP | n << 32);
