@@ -73,31 +73,72 @@ pub struct Throughput {
     pub skipped_mpps: f64,
     pub limited_by: Limit,
     pub seconds: f64,
+    /// Windows measured to get this one (see [`MAX_WINDOWS`]): more than one when nicsim was
+    /// the limit of the earlier ones.
+    pub windows: usize,
+}
+
+/// Throughput windows one measurement may take. A window in which nicsim fell behind (its
+/// engine shares a host core whose speed swings between about 1.6 and 2.9 GHz within seconds)
+/// measured nicsim, not the driver, so the driver, still running, is measured again.
+pub const MAX_WINDOWS: usize = 3;
+
+/// Measures windows with `window` until nicsim keeps up in one, at most [`MAX_WINDOWS`];
+/// returns that one, or if nicsim fell behind in every window, the one in which the driver
+/// forwarded the most, with the number of windows measured either way.
+pub fn first_driver_limited_window(
+    mut window: impl FnMut() -> Result<Throughput, String>,
+) -> Result<Throughput, String> {
+    let mut best = window()?;
+    let mut last_skipped = best.skipped_mpps;
+    let mut n = 1;
+    while best.limited_by.nicsim_fell_behind() && n < MAX_WINDOWS {
+        eprintln!(
+            "bench: nicsim fell behind in window {n} (it skipped {last_skipped:.2} Mpps of the line rate); measuring again"
+        );
+        let t = window()?;
+        n += 1;
+        last_skipped = t.skipped_mpps;
+        if !t.limited_by.nicsim_fell_behind() || t.forwarded_mpps > best.forwarded_mpps {
+            best = t;
+        }
+    }
+    Ok(Throughput { windows: n, ..best })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Limit {
-    /// The driver left more than 1% of what nicsim offered without a descriptor.
+    /// The driver left more than 1% of what nicsim offered without a descriptor, and nicsim
+    /// kept up with the line rate.
     Driver,
     /// The driver took what nicsim offered, but nicsim skipped more than 1% of the line rate:
     /// a faster nicsim would have measured more.
     Nicsim,
+    /// Both at once: nicsim fell behind and the driver still dropped. The host slowed both
+    /// cores (or stopped them), and the window says little about either.
+    DriverAndNicsim,
     /// The driver forwarded (almost) everything at line rate.
     LineRate,
 }
 
 impl Limit {
     /// The limit of a run from what nicsim offered, what found no descriptor and what nicsim
-    /// skipped (any unit). A driver that drops is the limit even if nicsim also fell behind:
-    /// more offered frames would only have been dropped too.
+    /// skipped (any unit).
     pub fn of(offered: f64, no_descriptor: f64, skipped: f64) -> Limit {
-        if no_descriptor * 100.0 > offered {
-            Limit::Driver
-        } else if skipped * 100.0 > offered + skipped {
-            Limit::Nicsim
-        } else {
-            Limit::LineRate
+        let drops = no_descriptor * 100.0 > offered;
+        let behind = skipped * 100.0 > offered + skipped;
+        match (drops, behind) {
+            (true, false) => Limit::Driver,
+            (false, true) => Limit::Nicsim,
+            (true, true) => Limit::DriverAndNicsim,
+            (false, false) => Limit::LineRate,
         }
+    }
+
+    /// Whether nicsim fell behind the line rate in the window, so that it measured nicsim (or
+    /// the host) rather than only the driver.
+    pub fn nicsim_fell_behind(self) -> bool {
+        matches!(self, Limit::Nicsim | Limit::DriverAndNicsim)
     }
 }
 
@@ -106,6 +147,7 @@ impl std::fmt::Display for Limit {
         f.write_str(match self {
             Limit::Driver => "driver",
             Limit::Nicsim => "nicsim",
+            Limit::DriverAndNicsim => "driver and nicsim",
             Limit::LineRate => "line rate",
         })
     }
@@ -256,32 +298,42 @@ fn mpps(n: u64, secs: f64) -> f64 {
     n as f64 / secs / 1e6
 }
 
-/// Forwarding rate of `driver` in `mode` over `seconds`, after one second of warm-up.
+/// Forwarding rate of `driver` in `mode` over a window of `seconds`, after one second of
+/// warm-up; more windows if nicsim was the limit ([`first_driver_limited_window`]).
 pub fn throughput(driver: &Driver, mode: &str, seconds: f64) -> Result<Throughput, String> {
     let session = Session::start(&format!("{}-{mode}", driver.name))?;
     let mut child = session.spawn(&[], driver, mode)?;
     session.wait_ready(&mut child, Duration::from_secs(30))?;
     session.start_traffic()?;
     std::thread::sleep(Duration::from_secs(1));
-    let s0 = session.stats()?;
-    std::thread::sleep(Duration::from_secs_f64(seconds));
-    let s1 = session.stats()?;
+    let result = first_driver_limited_window(|| {
+        let s0 = session.stats()?;
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+        let s1 = session.stats()?;
+        Ok(window_between(&s0, &s1))
+    });
     session.stop_traffic()?;
     terminate(child, Duration::from_secs(10))?;
+    result
+}
+
+/// What one throughput window measured, from nicsim's statistics at its start and end.
+fn window_between(s0: &Stats, s1: &Stats) -> Throughput {
     let secs = (s1.elapsed_ns - s0.elapsed_ns) as f64 / 1e9;
-    let delta = |f: fn(&PortStats) -> u64| growth(&s0, &s1, f);
+    let delta = |f: fn(&PortStats) -> u64| growth(s0, s1, f);
     let forwarded = delta(|p| p.sink_packets);
     let offered = delta(|p| p.generated);
     let no_descriptor = delta(|p| p.device.qprdc[0]);
     let skipped = delta(|p| p.generator_skipped);
-    Ok(Throughput {
+    Throughput {
         forwarded_mpps: mpps(forwarded, secs),
         offered_mpps: mpps(offered, secs),
         no_descriptor_mpps: mpps(no_descriptor, secs),
         skipped_mpps: mpps(skipped, secs),
         limited_by: Limit::of(offered as f64, no_descriptor as f64, skipped as f64),
         seconds: secs,
-    })
+        windows: 1,
+    }
 }
 
 /// Instructions per forwarded packet of `driver` in `mode`, under callgrind for `seconds`.
@@ -376,6 +428,56 @@ mod tests {
         assert!(Driver::parse("no-equals").unwrap_err().contains("NAME=COMMAND"));
         assert!(Driver::parse("=cmd").is_err());
         assert!(Driver::parse("name=").is_err());
+    }
+
+    fn window(forwarded: f64, skipped: f64) -> Throughput {
+        let offered = forwarded;
+        Throughput {
+            forwarded_mpps: forwarded,
+            offered_mpps: offered,
+            no_descriptor_mpps: 0.0,
+            skipped_mpps: skipped,
+            limited_by: Limit::of(offered, 0.0, skipped),
+            seconds: 1.0,
+            windows: 1,
+        }
+    }
+
+    /// Runs [`first_driver_limited_window`] over `windows`; returns its pick and how many
+    /// windows it asked for.
+    fn pick(windows: &[Throughput]) -> (Throughput, usize) {
+        let mut asked = 0;
+        let t = first_driver_limited_window(|| {
+            asked += 1;
+            windows.get(asked - 1).cloned().ok_or_else(|| "asked for one window too many".to_string())
+        })
+        .unwrap();
+        (t, asked)
+    }
+
+    #[test]
+    fn a_window_nicsim_limited_is_measured_again() {
+        let line = window(29.7, 0.05);
+        let behind = window(27.0, 2.7);
+        let (t, asked) = pick(std::slice::from_ref(&line));
+        assert_eq!((t.limited_by, t.windows, asked), (Limit::LineRate, 1, 1), "one window is enough");
+        let (t, asked) = pick(&[behind.clone(), behind.clone(), line.clone()]);
+        assert_eq!((t.limited_by, t.windows, asked), (Limit::LineRate, 3, 3));
+        assert_eq!(t.forwarded_mpps, 29.7);
+        // Every window behind: the best of them, still labelled as nicsim's limit.
+        let (t, asked) = pick(&[behind.clone(), window(28.0, 1.7), behind.clone()]);
+        assert_eq!((t.limited_by, t.windows, asked), (Limit::Nicsim, MAX_WINDOWS, MAX_WINDOWS));
+        assert_eq!(t.forwarded_mpps, 28.0);
+        // A driver-limited window is an answer even if an earlier one forwarded more; one in
+        // which the driver dropped while nicsim fell behind is not.
+        let drops = |skipped| {
+            let t = Throughput { no_descriptor_mpps: 3.0, skipped_mpps: skipped, ..window(26.0, 0.0) };
+            Throughput { limited_by: Limit::of(t.offered_mpps, t.no_descriptor_mpps, t.skipped_mpps), ..t }
+        };
+        let (t, _) = pick(&[behind.clone(), drops(0.0)]);
+        assert_eq!((t.limited_by, t.forwarded_mpps, t.windows), (Limit::Driver, 26.0, 2));
+        let (t, _) = pick(&[drops(3.8), behind, drops(0.0)]);
+        assert_eq!((t.limited_by, t.forwarded_mpps, t.windows), (Limit::Driver, 26.0, 3));
     }
 
     #[test]

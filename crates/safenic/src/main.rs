@@ -114,7 +114,8 @@ enum Cmd {
         drivers: Vec<String>,
         #[arg(long)]
         no_rust: bool,
-        /// Seconds of each throughput window (after one second of warm-up).
+        /// Seconds of each throughput window (after one second of warm-up). A window in which
+        /// nicsim fell behind is measured again, up to three windows.
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
         /// Seconds each driver runs under callgrind.

@@ -47,20 +47,21 @@ pub fn run(o: &Options) -> Result<(), String> {
         }
     }
     println!(
-        "| driver | model | forwarded Mpps (64 B, both directions) | offered Mpps | no-descriptor Mpps | nicsim skipped Mpps | limited by | instructions/packet (callgrind) | packets under callgrind |"
+        "| driver | model | forwarded Mpps (64 B, both directions) | offered Mpps | no-descriptor Mpps | nicsim skipped Mpps | limited by | windows | instructions/packet (callgrind) | packets under callgrind |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let dash = || "–".to_string();
     for r in &rows {
-        let (fwd, offered, nodesc, skipped, limit) = match &r.throughput {
+        let (fwd, offered, nodesc, skipped, limit, windows) = match &r.throughput {
             Some(t) => (
                 format!("{:.2}", t.forwarded_mpps),
                 format!("{:.2}", t.offered_mpps),
                 format!("{:.3}", t.no_descriptor_mpps),
                 format!("{:.3}", t.skipped_mpps),
                 t.limited_by.to_string(),
+                t.windows.to_string(),
             ),
-            None => (dash(), dash(), dash(), dash(), dash()),
+            None => (dash(), dash(), dash(), dash(), dash(), dash()),
         };
         let (ipp, packets) = match &r.instructions {
             Some(i) if i.saturated => (format!("{:.1}", i.per_packet()), i.packets.to_string()),
@@ -69,7 +70,7 @@ pub fn run(o: &Options) -> Result<(), String> {
             None => (dash(), dash()),
         };
         println!(
-            "| {} | {} | {fwd} | {offered} | {nodesc} | {skipped} | {limit} | {ipp} | {packets} |",
+            "| {} | {} | {fwd} | {offered} | {nodesc} | {skipped} | {limit} | {windows} | {ipp} | {packets} |",
             r.driver, r.mode
         );
     }
