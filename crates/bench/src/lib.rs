@@ -78,15 +78,15 @@ pub struct Throughput {
     pub windows: usize,
 }
 
-/// Throughput windows one measurement may take. A window in which nicsim fell behind (its
-/// engine shares a host core whose speed swings between about 1.6 and 2.9 GHz within seconds)
+/// Throughput windows one measurement may take. A window in which nicsim fell behind (on a
+/// virtual machine the host can halve what the two cores get, from one minute to the next)
 /// measured nicsim, not the driver, so the driver, still running, is measured again.
 pub const MAX_WINDOWS: usize = 3;
 
 /// Measures windows with `window` until nicsim keeps up in one, at most [`MAX_WINDOWS`];
 /// returns that one, or if nicsim fell behind in every window, the one in which the driver
 /// forwarded the most, with the number of windows measured either way.
-pub fn first_driver_limited_window(
+pub fn window_where_nicsim_kept_up(
     mut window: impl FnMut() -> Result<Throughput, String>,
 ) -> Result<Throughput, String> {
     let mut best = window()?;
@@ -299,14 +299,14 @@ fn mpps(n: u64, secs: f64) -> f64 {
 }
 
 /// Forwarding rate of `driver` in `mode` over a window of `seconds`, after one second of
-/// warm-up; more windows if nicsim was the limit ([`first_driver_limited_window`]).
+/// warm-up; more windows if nicsim was the limit ([`window_where_nicsim_kept_up`]).
 pub fn throughput(driver: &Driver, mode: &str, seconds: f64) -> Result<Throughput, String> {
     let session = Session::start(&format!("{}-{mode}", driver.name))?;
     let mut child = session.spawn(&[], driver, mode)?;
     session.wait_ready(&mut child, Duration::from_secs(30))?;
     session.start_traffic()?;
     std::thread::sleep(Duration::from_secs(1));
-    let result = first_driver_limited_window(|| {
+    let result = window_where_nicsim_kept_up(|| {
         let s0 = session.stats()?;
         std::thread::sleep(Duration::from_secs_f64(seconds));
         let s1 = session.stats()?;
@@ -443,11 +443,11 @@ mod tests {
         }
     }
 
-    /// Runs [`first_driver_limited_window`] over `windows`; returns its pick and how many
+    /// Runs [`window_where_nicsim_kept_up`] over `windows`; returns its pick and how many
     /// windows it asked for.
     fn pick(windows: &[Throughput]) -> (Throughput, usize) {
         let mut asked = 0;
-        let t = first_driver_limited_window(|| {
+        let t = window_where_nicsim_kept_up(|| {
             asked += 1;
             windows.get(asked - 1).cloned().ok_or_else(|| "asked for one window too many".to_string())
         })
