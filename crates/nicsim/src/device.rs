@@ -511,6 +511,13 @@ impl RxRun {
     }
 }
 
+/// The bus address of descriptor `index` of a ring at `base`. Both come from the driver: an
+/// address that wraps past 2^64 resolves nowhere and is reported as a DMA fault.
+#[inline(always)]
+fn descriptor_address(base: u64, index: u32) -> u64 {
+    base.wrapping_add(u64::from(index) * 16)
+}
+
 /// Descriptors from `head` up to (not including) `tail` in a ring of `size`: what the device
 /// owns [DS 7.1.9 receive, 7.2.3.3 transmit].
 #[inline(always)]
@@ -1510,7 +1517,7 @@ impl Port {
         let mut head = q.head;
         let mut done = 0;
         while done < total {
-            let desc = q.base + u64::from(head) * 16;
+            let desc = descriptor_address(q.base, head);
             let Some(buf) = dma::read_u64(dma, desc) else {
                 self.fault("rx", 0, head, desc, "descriptor read");
                 return RxWrite::Fault;
@@ -1521,7 +1528,8 @@ impl Port {
             let mut ok = dma::write(dma, buf, &frame[done.min(frame.len())..done.min(frame.len()) + from_frame]);
             if ok && from_frame < n {
                 let fcs_start = done + from_frame - frame.len();
-                ok = dma::write(dma, buf + from_frame as u64, &fcs[fcs_start..fcs_start + (n - from_frame)]);
+                ok =
+                    dma::write(dma, buf.wrapping_add(from_frame as u64), &fcs[fcs_start..fcs_start + (n - from_frame)]);
             }
             if !ok {
                 self.fault("rx", 0, head, buf, "packet buffer write");
@@ -1534,11 +1542,11 @@ impl Port {
                 // Advanced write-back overwrites qword 0 (no RSS, no packet type) [DS 7.1.6.2].
                 dma::write_u64(dma, desc, 0) && {
                     fence(Ordering::Release);
-                    dma::write_u64(dma, desc + 8, status | (n as u64) << 32)
+                    dma::write_u64(dma, desc.wrapping_add(8), status | (n as u64) << 32)
                 }
             } else {
                 // Legacy write-back leaves qword 0 (the buffer address) untouched [DS 7.1.5].
-                dma::write_u64(dma, desc + 8, n as u64 | status << 32)
+                dma::write_u64(dma, desc.wrapping_add(8), n as u64 | status << 32)
             };
             if !ok {
                 self.fault("rx", 0, head, desc, "descriptor write-back");
@@ -1731,7 +1739,7 @@ impl Port {
         out: &mut impl TxOutput,
         write_head_back: &mut bool,
     ) -> bool {
-        let desc = q.base + u64::from(q.head) * 16;
+        let desc = descriptor_address(q.base, q.head);
         let (addr, qword1) = match ring {
             Some(r) => r.read(dma, q.head),
             None => match dma::read_descriptor(dma, desc) {
@@ -1799,7 +1807,7 @@ impl Port {
             let status = (qword1 >> 32) as u32 | 1;
             match ring {
                 Some(r) => r.write_dword3(dma, q.head, status),
-                None if dma::write_u32(dma, desc + 12, status) => {}
+                None if dma::write_u32(dma, desc.wrapping_add(12), status) => {}
                 None => {
                     self.fault("tx", qi, q.head, desc, "descriptor write-back");
                     q.faulted = true;

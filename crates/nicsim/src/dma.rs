@@ -48,8 +48,14 @@ impl Window {
     /// The region offset of `[phys, phys + len)` if all of it lies in the window.
     #[inline(always)]
     pub fn offset_of(&self, phys: u64, len: usize) -> Option<usize> {
+        // `within` wraps for an address below the window, so it is added only once it is known
+        // to lie inside (an eager `then_some` would add first and overflow).
         let within = phys.wrapping_sub(self.phys);
-        (within < self.len && len as u64 <= self.len - within).then_some(self.offset + within as usize)
+        if within < self.len && len as u64 <= self.len - within {
+            Some(self.offset + within as usize)
+        } else {
+            None
+        }
     }
 }
 
@@ -222,7 +228,7 @@ pub fn read_descriptor(space: &mut impl DmaSpace, phys: u64) -> Option<(u64, u64
         let r = space.region(l.region);
         return Some((r.read_u64(l.offset), r.read_u64(l.offset + 8)));
     }
-    Some((read_u64(space, phys)?, read_u64(space, phys + 8)?))
+    Some((read_u64(space, phys)?, read_u64(space, phys.checked_add(8)?)?))
 }
 
 /// Writes a little-endian u32.

@@ -289,7 +289,7 @@ impl<D: DmaSpace> Engine<D> {
             Request::Info => Ok(self.info.clone()),
             Request::Start { port, spec } => {
                 let i = self.port_index(port)?;
-                spec.validate()?;
+                spec.validate(self.gbps)?;
                 let mac = self.ports[i].mac();
                 self.wires[i].generator.start(spec, mac, self.gbps, now_ps);
                 Ok(serde_json::json!({}))
@@ -301,8 +301,8 @@ impl<D: DmaSpace> Engine<D> {
             }
             Request::SetRate { port, rate_pps } => {
                 let i = self.port_index(port)?;
-                if rate_pps.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
-                    return Err("rate must be a positive number of packets per second".into());
+                if let Some(r) = rate_pps {
+                    crate::wire::check_rate(r, self.wires[i].generator.spec().size, self.gbps)?;
                 }
                 self.wires[i].generator.set_rate(rate_pps, self.gbps);
                 Ok(serde_json::json!({}))

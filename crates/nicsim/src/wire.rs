@@ -22,6 +22,9 @@ pub const MAX_FRAME: usize = 1514;
 /// How far a wire clock may lag behind real time before lost time is forgotten: bounds the
 /// burst a late engine iteration may send at once.
 pub const BURST_PS: u64 = 20_000_000; // 20 µs
+/// A generator's schedule is kept relative to an origin that moves on by this much at a time:
+/// one hour, so that times in thousandths of a picosecond stay far below 2^64.
+pub const REBASE_PS: u64 = 3_600 * 1_000_000_000_000;
 /// How far ahead of real time one engine iteration may schedule frames, so that an iteration
 /// handles a batch rather than one frame. The long-run rate is still exactly the line rate.
 pub const LOOKAHEAD_PS: u64 = 2_000_000; // 2 µs
@@ -214,8 +217,8 @@ impl Default for TrafficSpec {
 }
 
 impl TrafficSpec {
-    /// Checks the ranges; the message says what is allowed.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the ranges for a link of `gbps`; the message says what is allowed.
+    pub fn validate(&self, gbps: f64) -> Result<(), String> {
         if !(MIN_FRAME..=MAX_FRAME).contains(&self.size) {
             return Err(format!("frame size {} is outside {MIN_FRAME}..={MAX_FRAME} bytes (without FCS)", self.size));
         }
@@ -228,12 +231,35 @@ impl TrafficSpec {
             return Err(format!("flows must be between 1 and {}, not {}", 1 << 20, self.flows));
         }
         if let Some(r) = self.rate_pps {
-            if !(r.is_finite() && r > 0.0) {
-                return Err(format!("rate must be a positive number of packets per second, not {r}"));
-            }
+            check_rate(r, self.size, gbps)?;
+        }
+        if self.count == Some(0) {
+            return Err("count must be at least 1 frame (leave it out to run until stopped)".into());
+        }
+        if self.duration_ms == Some(0) {
+            return Err("duration must be at least 1 ms (leave it out to run until stopped)".into());
         }
         Ok(())
     }
+}
+
+/// Slowest generator rate: one frame a second.
+pub const MIN_RATE_PPS: f64 = 1.0;
+
+/// Checks a generator rate for frames of `size` bytes on a link of `gbps`: at least
+/// [`MIN_RATE_PPS`], at most the line rate (a rate is never clamped silently).
+pub fn check_rate(rate_pps: f64, size: usize, gbps: f64) -> Result<(), String> {
+    let line = line_rate_pps(size, gbps);
+    if !(rate_pps.is_finite() && rate_pps >= MIN_RATE_PPS) {
+        return Err(format!("rate {rate_pps} pps: give at least {MIN_RATE_PPS} packet per second"));
+    }
+    // A percentage of 100 computes the line rate itself, up to rounding.
+    if rate_pps > line * (1.0 + 1e-9) {
+        return Err(format!(
+            "rate {rate_pps:.0} pps exceeds the line rate of {line:.0} pps for {size}-byte frames at {gbps} Gb/s: give at most 100%"
+        ));
+    }
+    Ok(())
 }
 
 /// A traffic generator feeding one port's receive side.
@@ -247,8 +273,11 @@ pub struct Generator {
     templates: Vec<Template>,
     /// The template the next frame uses.
     at: usize,
+    /// When the next frame is due, in thousandths of a picosecond after `origin_ps`: exact
+    /// for any rate, and rebased every [`REBASE_PS`] so that it never overflows.
     next_x1000: u64,
     interval_ps_x1000: u64,
+    origin_ps: u64,
     end_ps: Option<u64>,
     pub sent: u64,
     pub bytes: u64,
@@ -257,7 +286,6 @@ pub struct Generator {
     /// sent; with one, the count is sent later. Zero while nicsim keeps up: what a
     /// measurement loses to nicsim rather than to the driver.
     pub skipped: u64,
-    started_ps: u64,
     /// Frames sent since the last `start` (what `count` limits; counter resets leave it).
     sent_this_start: u64,
     /// `sent % spec.flows`, kept as a counter so the per-frame path has no division.
@@ -274,11 +302,11 @@ impl Generator {
             at: 0,
             next_x1000: 0,
             interval_ps_x1000: 0,
+            origin_ps: 0,
             end_ps: None,
             sent: 0,
             bytes: 0,
             skipped: 0,
-            started_ps: 0,
             sent_this_start: 0,
             flow: 0,
         }
@@ -296,9 +324,11 @@ impl Generator {
     /// continue, so a sink never sees a restart as reordering.
     pub fn start(&mut self, spec: TrafficSpec, dst_mac: [u8; 6], gbps: f64, now_ps: u64) {
         let line = line_rate_pps(spec.size, gbps);
-        let rate = spec.rate_pps.unwrap_or(line).min(line);
+        // Requests are checked against these bounds ([`check_rate`]); the clamp keeps the
+        // interval finite for any caller.
+        let rate = spec.rate_pps.unwrap_or(line).clamp(MIN_RATE_PPS, line);
         self.interval_ps_x1000 = (1e15 / rate).round() as u64;
-        self.end_ps = spec.duration_ms.map(|ms| now_ps + ms * 1_000_000_000);
+        self.end_ps = spec.duration_ms.map(|ms| now_ps.saturating_add(ms.saturating_mul(1_000_000_000)));
         let dst = spec.dst_mac.unwrap_or(dst_mac);
         self.templates = (spec.size..=spec.size_max.unwrap_or(spec.size))
             .map(|size| {
@@ -309,8 +339,8 @@ impl Generator {
             .collect();
         self.at = 0;
         self.spec = spec;
-        self.next_x1000 = now_ps * 1000;
-        self.started_ps = now_ps;
+        self.origin_ps = now_ps;
+        self.next_x1000 = 0;
         // A count applies to this start; sequence numbers go on from the last run, so a sink
         // sees one gap-free stream across restarts.
         self.sent_this_start = 0;
@@ -330,7 +360,7 @@ impl Generator {
     pub fn set_rate(&mut self, rate_pps: Option<f64>, gbps: f64) {
         let line = line_rate_pps(self.spec.size, gbps);
         self.spec.rate_pps = rate_pps;
-        self.interval_ps_x1000 = (1e15 / rate_pps.unwrap_or(line).min(line)).round() as u64;
+        self.interval_ps_x1000 = (1e15 / rate_pps.unwrap_or(line).clamp(MIN_RATE_PPS, line)).round() as u64;
     }
 
     pub fn stop(&mut self) {
@@ -349,13 +379,33 @@ impl Generator {
             self.active = false;
             return 0;
         }
+        let mut since = now_ps.saturating_sub(self.origin_ps);
+        if since >= REBASE_PS {
+            let shift = since - since % REBASE_PS;
+            self.origin_ps += shift;
+            self.next_x1000 = self.next_x1000.saturating_sub(shift * 1000);
+            since -= shift;
+        }
         // Forget time we could not keep up with (bounded burst), as the wire clock does.
-        let floor = now_ps.saturating_sub(BURST_PS) * 1000;
+        let floor = since.saturating_sub(BURST_PS) * 1000;
         if self.next_x1000 < floor {
             self.skipped += (floor - self.next_x1000) / self.interval_ps_x1000.max(1);
             self.next_x1000 = floor;
         }
         (max as u64).min(left) as usize
+    }
+
+    /// Frames whose time (`next_x1000`) is below this are due at `now_ps`.
+    #[inline(always)]
+    fn due_limit_x1000(&self, now_ps: u64) -> u64 {
+        (now_ps.saturating_sub(self.origin_ps) + LOOKAHEAD_PS + 1).saturating_mul(1000)
+    }
+
+    /// The link partner holds its frames (802.3x flow control): the time until `now_ps` owes
+    /// no frames, and none counts as skipped. The schedule goes on from `now_ps`.
+    pub fn hold(&mut self, now_ps: u64) {
+        let now_x1000 = now_ps.saturating_sub(self.origin_ps).saturating_mul(1000);
+        self.next_x1000 = self.next_x1000.max(now_x1000);
     }
 
     /// The next frame and the time its last bit arrives, if it is due at `now_ps`: its turn
@@ -374,7 +424,7 @@ impl Generator {
     #[inline]
     pub fn next_due(&mut self, now_ps: u64, wire: &mut WireClock) -> Option<DueFrame<'_>> {
         // Due while next_x1000 / 1000 <= now + lookahead.
-        if self.next_x1000 >= (now_ps + LOOKAHEAD_PS + 1) * 1000 || !wire.ready(now_ps) {
+        if self.next_x1000 >= self.due_limit_x1000(now_ps) || !wire.ready(now_ps) {
             return None;
         }
         self.next_x1000 += self.interval_ps_x1000;
@@ -413,8 +463,8 @@ impl Generator {
         if self.spec.flows > 1 {
             return 0;
         }
+        let limit_x1000 = self.due_limit_x1000(now_ps);
         let [t] = self.templates.as_mut_slice() else { return 0 };
-        let limit_x1000 = (now_ps + LOOKAHEAD_PS + 1) * 1000;
         if self.next_x1000 >= limit_x1000 {
             return 0;
         }
@@ -735,9 +785,10 @@ impl Sink {
             return;
         };
         s.received += 1;
+        // The sequence number comes from a frame the driver transmitted: any value is possible.
         if seq >= s.next_seq {
-            s.lost += seq - s.next_seq;
-            s.next_seq = seq + 1;
+            s.lost = s.lost.saturating_add(seq - s.next_seq);
+            s.next_seq = seq.saturating_add(1);
         } else {
             s.reordered += 1;
             s.lost = s.lost.saturating_sub(1);
@@ -996,7 +1047,7 @@ mod tests {
     fn size_sweeps_cycle_every_length_and_counts_restart() {
         let mut g = Generator::new(0);
         let spec = TrafficSpec { size: 60, size_max: Some(63), count: Some(6), ..Default::default() };
-        assert!(TrafficSpec { size: 100, size_max: Some(99), ..Default::default() }.validate().is_err());
+        assert!(TrafficSpec { size: 100, size_max: Some(99), ..Default::default() }.validate(10.0).is_err());
         g.start(spec.clone(), [0x02, 0, 0, 0, 0, 1], 10.0, 0);
         let mut wire = WireClock::new(10.0);
         let mut got = Vec::new();
