@@ -8,6 +8,7 @@
 //! both the BAR and the shadow.
 
 use crate::dma::{self, DmaSpace, Ring, Windows};
+use crate::flow_control::{FlowConfig, FlowControl};
 use crate::lint::{rule, Lints};
 use crate::pciconfig::PciConfig;
 use crate::regs::*;
@@ -49,6 +50,9 @@ fn chunk_slot(index: u32) -> u32 {
 const PREFETCH_AHEAD: usize = 8;
 /// Descriptors one transmit queue processes per engine iteration at most.
 const TX_DESCRIPTORS_PER_CALL: usize = 128;
+/// Largest untagged frame on the wire with its FCS, plus a VLAN tag: what one frame can add
+/// to a packet buffer.
+const MAX_TX_FRAME_ON_WIRE: usize = 1522;
 /// Largest frame a TX queue gathers before declaring it malformed.
 const MAX_TX_FRAME: usize = 16 * 1024;
 /// At most this many DMA faults are kept per port (all are counted).
@@ -131,6 +135,19 @@ pub struct Drops {
     pub dma_fault: u64,
 }
 
+/// Frames a port holds at one moment, by place. With what the sinks received and what the
+/// device and the driver counted as dropped, they account for every frame generated.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct InFlight {
+    /// In the receive packet buffer, waiting for a descriptor.
+    pub packet_buffer: u64,
+    /// Written into RX queue 0's ring and not yet taken by the driver: descriptors the driver
+    /// owns whose DD and EOP are still as the device wrote them back.
+    pub rx_ring: u64,
+    /// Queued in enabled TX rings and not yet sent: data descriptors with EOP from head to tail.
+    pub tx_ring: u64,
+}
+
 /// A DMA access outside memory the driver gave the device.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DmaFault {
@@ -201,6 +218,8 @@ pub struct TxBatch {
     /// previous one ends.
     frames: Vec<(usize, u64)>,
     capacity: usize,
+    /// Frames taken at most (see [`Self::limit`]).
+    limit: usize,
     /// HLREG0.LPBK when the frames were sent: they loop back into the port's own receive path.
     pub loopback: bool,
 }
@@ -212,6 +231,7 @@ impl TxBatch {
             data: Vec::with_capacity(capacity * 2 * 1024),
             frames: Vec::with_capacity(capacity),
             capacity,
+            limit: capacity,
             loopback: false,
         }
     }
@@ -221,6 +241,10 @@ impl TxBatch {
     pub fn clear(&mut self) {
         self.data.clear();
         self.frames.clear();
+    }
+    /// Takes at most `frames` frames (at least one) until the next call, within its capacity.
+    pub fn limit(&mut self, frames: usize) {
+        self.limit = frames.clamp(1, self.capacity);
     }
     /// The frames in order, each with the time its last bit leaves the wire.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> {
@@ -235,7 +259,7 @@ impl TxBatch {
 
 impl TxOutput for TxBatch {
     fn room(&self) -> usize {
-        self.capacity.saturating_sub(self.frames.len())
+        self.limit.saturating_sub(self.frames.len())
     }
     #[inline(always)]
     fn take_from(
@@ -594,9 +618,11 @@ pub struct Port {
     /// Where the transmit fast path fetches descriptors: kept between calls, because a fresh
     /// array would be zeroed whole on every call, most of it unused.
     tx_fetched: Box<[u8]>,
-    /// The link partner asks us to stop sending (802.3x XOFF), held until released: the
-    /// transmitter sends nothing and TX rings fill, as they do behind a paused link.
+    /// The link partner asks us to stop sending (802.3x XOFF), held until released: with
+    /// MFLCN.RFCE the transmitter sends nothing and TX rings fill, as behind a paused link.
     pub tx_paused: bool,
+    /// 802.3x flow control: XOFF/XON to the link partner, PAUSE frames from it.
+    pub flow: FlowControl,
     /// Valid receive addresses (RAL/RAH with AV), as [`mac_key`]s.
     rar: Vec<u64>,
     paths: PathConfig,
@@ -659,6 +685,7 @@ impl Port {
             tx_rr: 0,
             tx_fetched: vec![0; 16 * TX_DESCRIPTORS_PER_CALL].into_boxed_slice(),
             tx_paused: false,
+            flow: FlowControl::new(gbps),
             rar: Vec::new(),
             paths: PathConfig::default(),
             counters: DeviceCounters::default(),
@@ -728,6 +755,7 @@ impl Port {
         self.tx.iter_mut().for_each(|q| *q = TxQueue::default());
         self.active_tx.clear();
         self.counters = DeviceCounters::default();
+        self.flow.reset();
         self.fifo_clear();
         self.rebuild_rar();
         self.update_status();
@@ -776,6 +804,16 @@ impl Port {
             tx_crc: hl & HLREG0_TXCRCEN != 0,
             tx_pad: hl & HLREG0_TXPADEN != 0,
             loopback: hl & HLREG0_LPBK != 0,
+        };
+        let (high, low) = (self.reg(fcrth(0)), self.reg(fcrtl(0)));
+        self.flow.config = FlowConfig {
+            transmit: self.reg(FCCFG) & FCCFG_TFCE_MASK == FCCFG_TFCE_802_3X && high & FCRTH_FCEN != 0,
+            high: (high & FC_THRESHOLD_MASK) as usize,
+            low: (low & FC_THRESHOLD_MASK) as usize,
+            xon: low & FCRTL_XONE != 0,
+            pause_quanta: self.reg(fcttv(0)) as u16,
+            refresh_quanta: self.reg(FCRTV) as u16,
+            receive: self.reg(MFLCN) & MFLCN_RFCE != 0,
         };
     }
 
@@ -1281,7 +1319,33 @@ impl Port {
 
     /// Packet-buffer capacity from RXPBSIZE(0) (bits 19:10, KB).
     fn fifo_capacity(&self) -> usize {
-        ((self.reg(0x03C00) >> 10) & 0x3FF) as usize * 1024
+        ((self.reg(rxpbsize(0)) >> 10) & 0x3FF) as usize * 1024
+    }
+
+    /// Frames this port may receive from a cable or loopback in one engine iteration without
+    /// overrunning its packet buffer before its XOFF takes effect: all of them without flow
+    /// control; with it, as many maximum-size frames as fit above the high water mark. A port
+    /// sends its frames one by one, and a PAUSE stops the partner within a frame or two; the
+    /// engine hands them over an iteration at a time, so it holds the batch to that room.
+    pub fn lossless_room(&self) -> usize {
+        if !self.flow.config.transmit {
+            return usize::MAX;
+        }
+        let above = self.fifo_capacity().saturating_sub(self.flow.config.high.max(self.fifo_bytes));
+        above / (MAX_TX_FRAME_ON_WIRE)
+    }
+
+    /// Bytes of frames waiting in the receive packet buffer (what flow control watches).
+    #[inline(always)]
+    pub fn packet_buffer_bytes(&self) -> usize {
+        self.fifo_bytes
+    }
+
+    /// Whether the link partner's PAUSE holds the transmitter at `now_ps`: one it sent on
+    /// the wire, or `nicsim traffic pause`; both only with MFLCN.RFCE [DS 8.2.3.22.34].
+    #[inline]
+    pub fn transmitter_paused(&self, now_ps: u64) -> bool {
+        (self.tx_paused && self.flow.config.receive) || self.flow.transmitter_paused(now_ps)
     }
 
     fn fifo_push(&mut self, frame: &[u8]) {
@@ -1567,7 +1631,7 @@ impl Port {
     /// leave no faster than line rate: a frame starts only when the wire is free.
     pub fn transmit(&mut self, dma: &mut impl DmaSpace, now_ps: u64, out: &mut impl TxOutput) {
         let n = self.active_tx.len();
-        if n == 0 || self.tx_paused || !self.paths.tx_open {
+        if n == 0 || !self.paths.tx_open || self.transmitter_paused(now_ps) {
             return;
         }
         for k in 0..n {
@@ -1864,6 +1928,10 @@ impl Port {
             (RUC, c.ruc),
             (ROC, c.roc),
             (mpc(0), c.mpc),
+            (LXONTXC, self.flow.stats.xon_sent),
+            (LXOFFTXC, self.flow.stats.xoff_sent),
+            (LXONRXCNT, self.flow.stats.xon_received),
+            (LXOFFRXCNT, self.flow.stats.xoff_received),
         ] {
             put(self, off, v);
         }
@@ -1887,7 +1955,47 @@ impl Port {
     pub fn reset_counters(&mut self) {
         self.counters = DeviceCounters::default();
         self.drops = Drops::default();
+        self.flow.stats = Default::default();
         self.publish_counters();
+    }
+
+    /// The frames this port holds at this moment (see [`InFlight`]). Reads descriptor rings,
+    /// so it is for snapshots (statistics), not for the per-frame paths.
+    pub fn in_flight(&self, dma: &impl DmaSpace) -> InFlight {
+        let peek = |base: u64, i: u32| {
+            let l = dma.locate(descriptor_address(base, i)).filter(|l| l.avail >= 16)?;
+            Some(dma.region(l.region).read_u64(l.offset + 8))
+        };
+        let rx = &self.rx[0];
+        let mut rx_ring = 0;
+        if rx.enabled && rx.size > 0 {
+            // The driver owns the descriptors from tail up to head; those it has not taken
+            // yet still carry DD and EOP as the device wrote them back [DS 7.1.5, 7.1.6].
+            let (dd, eop) = if rx.advanced { (RX_DD, RX_EOP) } else { (RX_DD << 32, RX_EOP << 32) };
+            let driver_owned = rx.size - owned_between(rx.head, rx.tail, rx.size);
+            for k in 0..driver_owned {
+                let i = (rx.tail + k) % rx.size;
+                if peek(rx.base, i).is_some_and(|q1| q1 & (dd | eop) == dd | eop) {
+                    rx_ring += 1;
+                }
+            }
+        }
+        let mut tx_ring = 0;
+        for &q in &self.active_tx {
+            let t = &self.tx[q as usize];
+            if !t.enabled || t.size == 0 {
+                continue;
+            }
+            for k in 0..owned_between(t.head, t.tail, t.size) {
+                let Some(q1) = peek(t.base, (t.head + k) % t.size) else { continue };
+                let cmd = (q1 >> 24) as u8;
+                let data = cmd & TX_DEXT == 0 || (q1 >> 20) & 0xF == 0b0011;
+                if data && cmd & TX_EOP != 0 && q1 & 0xFFFF != 0 {
+                    tx_ring += 1;
+                }
+            }
+        }
+        InFlight { packet_buffer: self.fifo.len() as u64, rx_ring, tx_ring }
     }
 
     /// Queue state for diagnostics: `(enabled, faulted, head, tail, size)`.

@@ -6,8 +6,9 @@
 //! ~100 µs the slow path polls the whole register file and configuration space, publishes
 //! statistics and answers control requests.
 
-use crate::device::{DeviceCounters, DmaFault, Drops, Port, TxBatch};
+use crate::device::{DeviceCounters, DmaFault, Drops, InFlight, Port, TxBatch};
 use crate::dma::DmaSpace;
+use crate::flow_control::{FlowStats, Pause};
 use crate::lint::LintWarning;
 use crate::wire::{Direction, Generator, LatencySummary, PcapWriter, Sink, StreamStats, TrafficSpec, WireClock};
 use serde::{Deserialize, Serialize};
@@ -96,6 +97,12 @@ pub struct PortStats {
     /// Whether the transmitter is held (`nicsim traffic pause`).
     #[serde(default)]
     pub tx_paused: bool,
+    /// 802.3x flow control: PAUSE frames sent and received, and who is held now.
+    #[serde(default)]
+    pub flow_control: FlowStats,
+    /// Frames the port holds at the moment of the snapshot.
+    #[serde(default)]
+    pub in_flight: InFlight,
 }
 
 /// The whole engine's statistics.
@@ -174,6 +181,8 @@ impl<D: DmaSpace> Engine<D> {
             }
             batch.clear();
             batch.loopback = ports[i].loops_back();
+            let receiver = if batch.loopback { Some(i) } else { wires[i].cable };
+            batch.limit(receiver.map_or(usize::MAX, |j| ports[j].lossless_room()));
             ports[i].transmit(dma, now_ps, batch);
             if batch.is_empty() {
                 continue;
@@ -208,7 +217,16 @@ impl<D: DmaSpace> Engine<D> {
         }
         for i in 0..ports.len() {
             ports[i].drain_fifo(dma);
+            let buffered = ports[i].packet_buffer_bytes();
+            if let Some(pause) = ports[i].flow.update(buffered, now_ps) {
+                send_pause(ports, wires[i].cable, pause, now_ps);
+            }
             let w = &mut wires[i];
+            if ports[i].flow.partner_paused(now_ps) {
+                // Our XOFF holds the link partner: the generator sends nothing meanwhile.
+                w.generator.hold(now_ps);
+                continue;
+            }
             let allowed = w.generator.allowance(now_ps, GEN_BURST);
             if allowed == 0 {
                 continue;
@@ -221,6 +239,7 @@ impl<D: DmaSpace> Engine<D> {
                 allowed -=
                     port.rx_run_generated_burst(dma, &mut run, &mut w.generator, &mut w.rx_clock, now_ps, allowed);
             }
+            let mut xoff = None;
             for _ in 0..allowed {
                 let Some(mut due) = w.generator.next_due(now_ps, &mut w.rx_clock) else { break };
                 if let Some(p) = pcap.as_mut() {
@@ -228,8 +247,20 @@ impl<D: DmaSpace> Engine<D> {
                     let _ = p.record(due.frame(), end_ps);
                 }
                 port.rx_run_generated(dma, &mut run, &mut due);
+                // Frames wait in the packet buffer only when the ring is full; the XOFF goes
+                // out as the buffer reaches its high water mark, not an iteration later.
+                let buffered = port.packet_buffer_bytes();
+                if port.flow.above_high(buffered) {
+                    xoff = port.flow.update(buffered, now_ps);
+                    if port.flow.partner_paused(now_ps) {
+                        break;
+                    }
+                }
             }
             port.rx_run_end(dma, run);
+            if let Some(pause) = xoff {
+                send_pause(ports, wires[i].cable, pause, now_ps);
+            }
         }
         for p in ports.iter_mut() {
             p.publish_rx_head();
@@ -348,6 +379,7 @@ impl<D: DmaSpace> Engine<D> {
 
     /// A snapshot of every counter.
     pub fn stats(&self) -> Stats {
+        let now_ps = self.now_ps();
         let ports = self
             .ports
             .iter()
@@ -380,9 +412,24 @@ impl<D: DmaSpace> Engine<D> {
                 rx_queue0: p.rx_queue_state(0),
                 tx_queues_enabled: p.active_tx_queues().len(),
                 tx_paused: p.tx_paused,
+                flow_control: FlowStats {
+                    partner_paused: p.flow.partner_paused(now_ps),
+                    transmitter_paused: p.transmitter_paused(now_ps),
+                    ..p.flow.stats.clone()
+                },
+                in_flight: p.in_flight(&self.dma),
             })
             .collect();
         Stats { elapsed_ns: self.now_ps() / 1000, iterations: self.iterations, ports }
+    }
+}
+
+/// Delivers a PAUSE frame a port sends on its wire: the generator feeding the port learns of
+/// it through [`crate::flow_control::FlowControl::partner_paused`]; a port at the other end of
+/// a `cable` receives it as a PAUSE frame.
+fn send_pause(ports: &mut [Port], cable: Option<usize>, pause: Pause, now_ps: u64) {
+    if let Some(j) = cable {
+        ports[j].flow.receive(pause, now_ps);
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod device;
 pub mod dma;
 pub mod engine;
+pub mod flow_control;
 pub mod histogram;
 pub mod lint;
 pub mod pciconfig;

@@ -154,6 +154,26 @@ impl Device {
         Ok(())
     }
 
+    /// Turns on 802.3x flow control [DS 3.7.7, 8.2.3.3]: XOFF when packet buffer 0 is within
+    /// 24 KiB of full, XON below half of it, a pause of 0x680 quanta refreshed at half that.
+    /// Call it before setting up queues: with it, receive queues hold frames in the packet
+    /// buffer (no SRRCTL.DROP_EN) instead of dropping them.
+    pub fn enable_flow_control(&self) {
+        let buffer = (self.read(rxpbsize(0)) >> 10 & 0x3FF) * 1024;
+        let high = buffer - 0x6000;
+        self.write(fcrtl(0), (high / 2) & FC_THRESHOLD_MASK | FCRTL_XONE);
+        self.write(fcrth(0), high & FC_THRESHOLD_MASK | FCRTH_FCEN);
+        self.write(fcttv(0), 0x680);
+        self.write(FCRTV, 0x680 / 2);
+        self.set(MFLCN, MFLCN_RFCE);
+        self.write(FCCFG, (self.read(FCCFG) & !FCCFG_TFCE_MASK) | FCCFG_TFCE_802_3X);
+    }
+
+    /// Whether [`Self::enable_flow_control`] is in effect: frames then wait rather than drop.
+    fn flow_control(&self) -> bool {
+        self.read(fcrth(0)) & FCRTH_FCEN != 0
+    }
+
     /// Enables the receive path once queue 0 is set up [DS 4.6.7; model §6(b) step 16].
     fn start_receive(&self) -> Result<(), String> {
         self.set(SECRXCTRL, SECRXCTRL_RX_DIS);
@@ -359,10 +379,9 @@ impl TinyAgent {
         input.write(rdbah(0), (mem.phys(ring) >> 32) as u32);
         input.write(rdbal(0), mem.phys(ring) as u32);
         input.write(rdlen(0), ring_bytes as u32);
-        input.write(
-            srrctl(0),
-            (input.read(srrctl(0)) & !SRRCTL_BSIZEPACKET_MASK) | (BUF / 1024) as u32 | SRRCTL_DROP_EN,
-        );
+        // Drop when no descriptor is free, unless flow control makes frames wait instead.
+        let drop_en = if input.flow_control() { 0 } else { SRRCTL_DROP_EN };
+        input.write(srrctl(0), (input.read(srrctl(0)) & !SRRCTL_BSIZEPACKET_MASK) | (BUF / 1024) as u32 | drop_en);
         input.set(rxdctl(0), RXDCTL_ENABLE);
         input.wait(rxdctl(0), RXDCTL_ENABLE, RXDCTL_ENABLE)?;
         input.write(rdt(0), TINY_RING - 1);

@@ -65,7 +65,43 @@ pub const DTXMXSZRQ: u32 = 0x08100;
 pub const RTTDCS: u32 = 0x04900;
 pub const MMNGC: u32 = 0x042D0;
 
+// Link flow control [DS 8.2.3.3, 8.2.3.22.34].
+/// FCTTV(n): pause times in XOFF frames; TTV0 in bits 15:0 is the 802.3x one [DS 8.2.3.3.2].
+pub const fn fcttv(n: u32) -> u32 {
+    0x03200 + 4 * n
+}
+/// FCRTL(n): low water mark of packet buffer n, bits 18:5 (bytes), XONE bit 31 [DS 8.2.3.3.3].
+pub const fn fcrtl(n: u32) -> u32 {
+    0x03220 + 4 * n
+}
+/// FCRTH(n): high water mark of packet buffer n, bits 18:5 (bytes), FCEN bit 31 [DS 8.2.3.3.4].
+pub const fn fcrth(n: u32) -> u32 {
+    0x03260 + 4 * n
+}
+/// The water marks' field: a byte count with 32-byte granularity.
+pub const FC_THRESHOLD_MASK: u32 = 0x0007_FFE0;
+pub const FCRTL_XONE: u32 = 1 << 31;
+pub const FCRTH_FCEN: u32 = 1 << 31;
+/// FCRTV: XOFF refresh period, bits 15:0, in pause quanta [DS 8.2.3.3.5].
+pub const FCRTV: u32 = 0x032A0;
+/// FCCFG: bits 4:3 TFCE, 01b = link (802.3x) flow control transmit enable [DS 8.2.3.3.7].
+pub const FCCFG: u32 = 0x03D00;
+pub const FCCFG_TFCE_MASK: u32 = 0x3 << 3;
+pub const FCCFG_TFCE_802_3X: u32 = 1 << 3;
+/// MFLCN: bit 3 RFCE, honour received PAUSE frames [DS 8.2.3.22.34].
+pub const MFLCN: u32 = 0x04294;
+pub const MFLCN_RFCE: u32 = 1 << 3;
+/// RXPBSIZE(n): receive packet buffer size, KB in bits 19:10 [DS 8.2.3.8.9].
+pub const fn rxpbsize(n: u32) -> u32 {
+    0x03C00 + 4 * n
+}
+
 // Statistics [DS 8.2.3.23]; all read-only to software here (see docs/nicsim.md on RC).
+/// Link XON/XOFF frames transmitted and received [DS 8.2.3.23.x].
+pub const LXONTXC: u32 = 0x03F60;
+pub const LXOFFTXC: u32 = 0x03F68;
+pub const LXONRXCNT: u32 = 0x041A4;
+pub const LXOFFRXCNT: u32 = 0x041A8;
 pub const CRCERRS: u32 = 0x04000;
 pub const RLEC: u32 = 0x04040;
 pub const GPRC: u32 = 0x04074;
@@ -249,7 +285,7 @@ pub fn alias_for(offset: u32) -> Option<u32> {
 
 /// Statistics registers, read-only to software.
 pub fn is_statistic(offset: u32) -> bool {
-    matches!(offset, 0x04000..=0x040FC | 0x03FA0..=0x03FBC)
+    matches!(offset, 0x04000..=0x040FC | 0x03FA0..=0x03FBC | LXONTXC | LXOFFTXC | LXONRXCNT | LXOFFRXCNT)
         || (0x08700..=0x0877C).contains(&offset)
         || ((0x01030..0x01400).contains(&offset) && matches!((offset - 0x01000) % 0x40, 0x30 | 0x34 | 0x38))
         || ((0x01430..0x01430 + 0x40 * 16).contains(&offset) && (offset - 0x01430) % 0x40 == 0)
@@ -322,6 +358,12 @@ fn table_spec(offset: u32) -> Option<RegSpec> {
         0x03C00..=0x03C1C => Some(spec("RXPBSIZE", 0x0008_0000, 0, 0, "8.2.3.8.9")),
         0x0CC00..=0x0CC1C => Some(spec("TXPBSIZE", 0x0002_8000, 0, 0, "8.2.3.9.13")),
         0x04950 => Some(spec("TXPBTHRESH", 0x96, 0, 0, "8.2.3.9.16")),
+        // Water marks: bits 4:0 and 30:19 reserved [DS 8.2.3.3.3, 8.2.3.3.4].
+        0x03220..=0x0323C => Some(spec("FCRTL", 0, 0, 0x1F | 0xFFF << 19, "8.2.3.3.3")),
+        0x03260..=0x0327C => Some(spec("FCRTH", 0, 0, 0x1F | 0xFFF << 19, "8.2.3.3.4")),
+        FCRTV => Some(spec("FCRTV", 0, 0, 0xFFFF_0000, "8.2.3.3.5")),
+        FCCFG => Some(spec("FCCFG", 0, 0, !FCCFG_TFCE_MASK, "8.2.3.3.7")),
+        MFLCN => Some(spec("MFLCN", 0, 0, 0xFFFF_F000, "8.2.3.22.34")),
         _ => None,
     }
 }

@@ -207,3 +207,133 @@ fn generated_flows_reach_the_ring_with_their_addresses_and_valid_checksums() {
     assert_ne!(got[0][26..30], got[1][26..30], "flows differ in their source address");
     assert_ne!(got[0][34..36], got[1][34..36], "and in their source port");
 }
+
+/// Port `p` in lossless mode: no DROP_EN, a packet buffer of `buffer_kb`, 802.3x XOFF at
+/// `buffer_kb - 2` KB and XON below half of it, a pause of 1000 quanta refreshed every 500.
+fn lossless(r: &mut Rig, p: usize, buffer_kb: u32) {
+    r.wr(p, srrctl(0), 2);
+    r.wr(p, rxpbsize(0), buffer_kb << 10);
+    r.wr(p, fcrth(0), ((buffer_kb - 2) << 10) | FCRTH_FCEN);
+    r.wr(p, fcrtl(0), (buffer_kb << 9) | FCRTL_XONE);
+    r.wr(p, fcttv(0), 1000);
+    r.wr(p, FCRTV, 500);
+    r.wr(p, FCCFG, FCCFG_TFCE_802_3X);
+}
+
+/// What a polling driver does on port `p`: takes every frame written back from `*next` on,
+/// gives its descriptor back (DD cleared, RDT moved), and returns the frames' sequence numbers.
+fn take(r: &mut Rig, p: usize, next: &mut usize) -> Vec<u64> {
+    let mut seqs = Vec::new();
+    loop {
+        let desc = Rig::at(p, RX_RING + *next * 16);
+        let status = r.mem().read_u64(desc + 8);
+        if (status >> 32) & 1 == 0 {
+            break;
+        }
+        let mut f = vec![0u8; (status & 0xFFFF) as usize];
+        r.mem().read_bytes(Rig::at(p, RX_BUFS + *next * 2048), &mut f);
+        seqs.push(parse_payload(&f).expect("a generator frame").1);
+        r.mem().write_u64(desc + 8, 0);
+        let returned = *next as u32;
+        *next = (*next + 1) % RING as usize;
+        r.bars[p].write_u32(rdt(0) as usize, returned);
+    }
+    seqs
+}
+
+#[test]
+fn with_flow_control_a_full_packet_buffer_pauses_the_generator_and_nothing_is_lost() {
+    let mut r = Rig::new(&[]);
+    lossless(&mut r, 1, 16);
+    let n = 5_000;
+    r.engine
+        .handle(Request::Start { port: 1, spec: TrafficSpec { count: Some(n), ..Default::default() } }, r.now)
+        .unwrap();
+    // The driver takes nothing: the ring fills, then the packet buffer up to its high mark.
+    r.run(200);
+    let p = &r.engine.ports[1];
+    assert!(p.flow.stats.xoff_sent >= 1, "XOFF sent");
+    assert!(p.flow.partner_paused(r.now), "and refreshed while the buffer stays full");
+    assert_eq!((p.counters.mpc, p.counters.qprdc[0]), (0, 0), "nothing dropped");
+    let held = p.packet_buffer_bytes();
+    assert!((14 * 1024..16 * 1024).contains(&held), "the buffer stopped at its high mark: {held} bytes");
+    let sent = r.engine.wires[1].generator.sent;
+    assert!(sent < n, "the generator holds its frames");
+    r.run(200);
+    assert_eq!(r.engine.wires[1].generator.sent, sent, "and goes on holding them");
+    assert_eq!(r.engine.wires[1].generator.skipped, 0, "a paused generator skips nothing");
+    // The driver comes back: everything arrives, in order, once.
+    let (mut next, mut seqs) = (0, Vec::new());
+    for _ in 0..20_000 {
+        seqs.extend(take(&mut r, 1, &mut next));
+        r.run(1);
+        if seqs.len() as u64 == n {
+            break;
+        }
+    }
+    assert_eq!(seqs, (0..n).collect::<Vec<_>>(), "every frame once, in order");
+    let p = &r.engine.ports[1];
+    assert!(p.flow.stats.xon_sent >= 1, "XON once the buffer drained");
+    assert_eq!((p.counters.mpc, p.counters.qprdc[0]), (0, 0));
+    assert_eq!(r.rd(1, LXOFFTXC) as u64, p.flow.stats.xoff_sent, "LXOFFTXC counts the XOFF frames");
+}
+
+#[test]
+fn without_flow_control_a_full_packet_buffer_misses_frames_and_counts_them() {
+    let mut r = Rig::new(&[]);
+    lossless(&mut r, 1, 16);
+    r.wr(1, fcrth(0), 14 << 10); // FCEN clear: no XOFF
+    let n = 5_000;
+    r.engine
+        .handle(Request::Start { port: 1, spec: TrafficSpec { count: Some(n), ..Default::default() } }, r.now)
+        .unwrap();
+    r.run(400);
+    let p = &r.engine.ports[1];
+    assert_eq!(p.flow.stats.xoff_sent, 0);
+    let held = p.in_flight(&r.engine.dma);
+    assert_eq!(held.rx_ring, RING as u64 - 1, "the driver took nothing from the ring");
+    assert_eq!(r.engine.wires[1].generator.sent, n);
+    assert!(p.counters.mpc > 0);
+    assert_eq!(
+        p.counters.mpc + held.rx_ring + held.packet_buffer,
+        n,
+        "generated = missed + in the ring + in the buffer"
+    );
+}
+
+#[test]
+fn a_partner_pause_holds_the_transmitter_only_with_rfce() {
+    let mut r = Rig::new(&[]);
+    r.engine.handle(Request::PauseTx { port: 0, paused: true }, r.now).unwrap();
+    r.send(0, &frame_to(9, 60, 1));
+    r.run(5);
+    assert_eq!(r.engine.ports[0].counters.gptc, 1, "MFLCN.RFCE clear: the pause is ignored");
+    r.wr(0, MFLCN, MFLCN_RFCE);
+    r.send(0, &frame_to(9, 60, 2));
+    r.run(5);
+    assert_eq!(r.engine.ports[0].counters.gptc, 1, "held");
+    assert_eq!(r.engine.ports[0].in_flight(&r.engine.dma).tx_ring, 1, "the frame waits in the TX ring");
+    r.engine.handle(Request::PauseTx { port: 0, paused: false }, r.now).unwrap();
+    r.run(5);
+    assert_eq!(r.engine.ports[0].counters.gptc, 2);
+}
+
+#[test]
+fn an_xoff_across_a_cable_holds_the_other_ports_transmitter() {
+    let mut r = Rig::new(&[(0, 1)]);
+    lossless(&mut r, 1, 4);
+    r.wr(0, MFLCN, MFLCN_RFCE);
+    // Port 0 sends more than port 1's ring and buffer hold; port 1's driver takes nothing.
+    for round in 0..2 {
+        for k in 0..RING - 1 {
+            r.send(0, &frame_to(1, 1000, (round * RING + k) as u8));
+        }
+        r.run(50);
+    }
+    let p1 = &r.engine.ports[1];
+    assert!(p1.flow.stats.xoff_sent >= 1);
+    assert_eq!(p1.counters.mpc, 0, "nothing missed");
+    let p0 = &r.engine.ports[0];
+    assert!(p0.flow.stats.xoff_received >= 1 && p0.transmitter_paused(r.now), "port 0 is held");
+    assert!(p0.in_flight(&r.engine.dma).tx_ring > 0, "its frames wait in its TX ring");
+}
