@@ -87,6 +87,12 @@ pub struct Device<'a> {
     address: &'a str,
 }
 
+/// Bytes of packet buffer 0 kept free above the XOFF mark: what arrives before the partner
+/// stops (TinyNF's and the datasheet's 0x6000 [DS 4.6.11.3.4]).
+pub const FLOW_CONTROL_HEADROOM: u32 = 0x6000;
+/// Pause time sent in XOFF frames, in quanta of 512 bit times (85 µs at 10 Gb/s; DPDK's default).
+pub const FLOW_CONTROL_PAUSE: u16 = 0x680;
+
 /// Counters read from the device [DS 8.2.3.23].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DeviceStats {
@@ -205,6 +211,29 @@ impl<'a> Device<'a> {
         Ok(())
     }
 
+    /// Turns on IEEE 802.3x flow control [DS 3.7.7, 8.2.3.3]: when packet buffer 0 is within
+    /// [`FLOW_CONTROL_HEADROOM`] bytes of full, the port sends XOFF and its link partner stops
+    /// sending; below half of that mark it sends XON. Receive queues set up afterwards wait
+    /// in the packet buffer when no descriptor is free instead of dropping (no
+    /// SRRCTL.DROP_EN), so nothing is lost to a slow or descheduled driver. Call it after
+    /// [`Self::init`] and before the queues are set up.
+    pub fn enable_flow_control(&self) {
+        let buffer = ((self.read(rxpbsize(0)) >> 10) & 0x3FF) * 1024;
+        let high = buffer.saturating_sub(FLOW_CONTROL_HEADROOM) & !0x1F;
+        self.write(FCRTL0, (high / 2) & !0x1F | FCRTL_XONE);
+        self.write(FCRTH0, high | FCRTH_FCEN);
+        // Pause time in quanta of 512 bit times, refreshed at half of it, as DPDK and Linux do.
+        self.write(FCTTV0, u32::from(FLOW_CONTROL_PAUSE));
+        self.write(FCRTV, u32::from(FLOW_CONTROL_PAUSE / 2));
+        self.set(MFLCN, MFLCN_RFCE);
+        self.write(FCCFG, (self.read(FCCFG) & !FCCFG_TFCE_MASK) | FCCFG_TFCE_802_3X);
+    }
+
+    /// Whether [`Self::enable_flow_control`] is in effect (FCRTH(0).FCEN).
+    pub fn flow_control(&self) -> bool {
+        self.read(FCRTH0) & FCRTH_FCEN != 0
+    }
+
     /// Waits for link up [DS 8.2.3.22.20].
     pub fn wait_for_link(&self, timeout: Duration) -> Result<(), DriverError> {
         self.wait(LINKS, LINKS_UP, LINKS_UP, "link up", timeout)
@@ -230,8 +259,8 @@ impl<'a> Device<'a> {
     }
 
     /// Programs RX queue 0 on a ring of `len` legacy descriptors at `ring_phys`, buffers of
-    /// `BUFFER_SIZE`, dropping when no descriptor is free; enables it and hands the device
-    /// `tail` [DS 4.6.7.1].
+    /// `BUFFER_SIZE`, dropping when no descriptor is free unless flow control is on (frames
+    /// then wait in the packet buffer); enables it and hands the device `tail` [DS 4.6.7.1].
     pub fn set_input(&self, ring_phys: u64, len: usize, tail: u32) -> Result<VolatilePtr<'a, u32>, DriverError> {
         let q = QueueIndex::new(0);
         if self.read(rxdctl(q)) & RXDCTL_ENABLE != 0 {
@@ -241,7 +270,8 @@ impl<'a> Device<'a> {
         self.write(rdbal(q), ring_phys as u32);
         self.write(rdlen(q), (len * 16) as u32);
         let bsize = (crate::BUFFER_SIZE / 1024) as u32;
-        self.write(srrctl(q), (self.read(srrctl(q)) & !SRRCTL_BSIZEPACKET_MASK) | bsize | SRRCTL_DROP_EN);
+        let drop_en = if self.flow_control() { 0 } else { SRRCTL_DROP_EN };
+        self.write(srrctl(q), (self.read(srrctl(q)) & !(SRRCTL_BSIZEPACKET_MASK | SRRCTL_DROP_EN)) | bsize | drop_en);
         self.set(rxdctl(q), RXDCTL_ENABLE);
         self.wait(rxdctl(q), RXDCTL_ENABLE, RXDCTL_ENABLE, "RXDCTL.ENABLE", Duration::from_secs(1))?;
         self.write(rdt(q), tail);

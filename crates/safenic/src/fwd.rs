@@ -40,6 +40,8 @@ pub struct Options {
     pub seconds: Option<f64>,
     pub progress: bool,
     pub cpu: Option<usize>,
+    /// IEEE 802.3x flow control on both ports, and a lossless flexible model.
+    pub flow_control: bool,
 }
 
 /// Stop conditions and the per-second throughput line.
@@ -86,10 +88,14 @@ impl Meter {
     }
 }
 
-/// What a run forwarded.
+/// What a run forwarded, and what the driver discarded itself.
 pub struct Totals {
     pub forwarded: [u64; 2],
+    /// Frames whose written-back length or flags the driver refused.
     pub malformed: u64,
+    /// Frames received and then dropped because the TX ring was full (flexible model without
+    /// flow control), or still waiting in a batch when the driver stopped.
+    pub dropped: u64,
 }
 
 pub fn run(o: &Options) -> Result<(), String> {
@@ -111,6 +117,9 @@ pub fn run(o: &Options) -> Result<(), String> {
     let (a, b) = (port_a.device(), port_b.device());
     for d in [&a, &b] {
         d.init().map_err(|e| e.to_string())?;
+        if o.flow_control {
+            d.enable_flow_control();
+        }
     }
     for d in [&a, &b] {
         d.wait_for_link(Duration::from_secs(10)).map_err(|e| e.to_string())?;
@@ -121,13 +130,13 @@ pub fn run(o: &Options) -> Result<(), String> {
     let totals = match o.mode {
         Mode::Restricted => restricted(&a, &b, o.outputs, rewrite, meter),
         Mode::Const => const_model(&a, &b, rewrite, meter),
-        Mode::Flexible => flexible(&a, &b, rewrite, meter),
+        Mode::Flexible => flexible(&a, &b, rewrite, o.flow_control, meter),
     }
     .map_err(|e| e.to_string())?;
     let secs = start.elapsed().as_secs_f64();
     let total = totals.forwarded[0] + totals.forwarded[1];
     println!(
-        "safenic fwd {}: {} -> {} {} packets, {} -> {} {} packets, {:.1} s, {:.3} Mpps, {} malformed",
+        "safenic fwd {}: {} -> {} {} packets, {} -> {} {} packets, {:.1} s, {:.3} Mpps, {} malformed, {} dropped",
         format!("{:?}", o.mode).to_lowercase(),
         o.input,
         o.output,
@@ -137,7 +146,8 @@ pub fn run(o: &Options) -> Result<(), String> {
         totals.forwarded[1],
         secs,
         total as f64 / secs.max(1e-9) / 1e6,
-        totals.malformed
+        totals.malformed,
+        totals.dropped
     );
     Ok(())
 }
@@ -159,7 +169,7 @@ fn restricted(
         } else {
             forward_restricted::<false>(&mut ab, &mut ba, outs, meter)
         };
-        Ok(Totals { forwarded, malformed: ab.malformed + ba.malformed })
+        Ok(Totals { forwarded, malformed: ab.malformed + ba.malformed, dropped: 0 })
     })
     .unwrap_or(Err(DriverError::Invalid("no outputs".into())))
 }
@@ -230,7 +240,7 @@ fn const_model(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: Meter) -> R
     } else {
         forward_const::<false>(&mut ab, &mut ba, meter)
     };
-    Ok(Totals { forwarded, malformed: ab.malformed + ba.malformed })
+    Ok(Totals { forwarded, malformed: ab.malformed + ba.malformed, dropped: 0 })
 }
 
 /// The const model's loop: one output per direction.
@@ -243,7 +253,13 @@ pub fn forward_const<'a, const REWRITE: bool>(
     forward_agents::<_, _, REWRITE>(ab, ba, ConstOutputs::<1>, |only| only, meter)
 }
 
-fn flexible(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: Meter) -> Result<Totals, DriverError> {
+fn flexible(
+    a: &Device<'_>,
+    b: &Device<'_>,
+    rewrite: bool,
+    lossless: bool,
+    meter: Meter,
+) -> Result<Totals, DriverError> {
     // One memory block and pool per direction; "pool inversion": the RX queue of one port and
     // the TX queue of the other share a pool.
     let mem_ab = QueueMemory::allocate(RING, POOL)?;
@@ -254,15 +270,17 @@ fn flexible(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: Meter) -> Resu
     let mut rx_b = RxQueue::<RING>::new(b, &mem_ba, &mut pool_ba)?;
     let mut tx_b = TxQueue::<RING>::new(b, &mem_ab)?;
     let mut tx_a = TxQueue::<RING>::new(a, &mem_ba)?;
-    let mut dir_ab = Direction { rx: &mut rx_a, tx: &mut tx_b, pool: &mut pool_ab, batch: Batch::default() };
-    let mut dir_ba = Direction { rx: &mut rx_b, tx: &mut tx_a, pool: &mut pool_ba, batch: Batch::default() };
-    let forwarded = if rewrite {
-        forward_flexible::<true>(&mut dir_ab, &mut dir_ba, meter)
-    } else {
-        forward_flexible::<false>(&mut dir_ab, &mut dir_ba, meter)
+    let mut dir_ab = Direction::new(&mut rx_a, &mut tx_b, &mut pool_ab);
+    let mut dir_ba = Direction::new(&mut rx_b, &mut tx_a, &mut pool_ba);
+    let forwarded = match (rewrite, lossless) {
+        (true, false) => forward_flexible::<true, false>(&mut dir_ab, &mut dir_ba, meter),
+        (false, false) => forward_flexible::<false, false>(&mut dir_ab, &mut dir_ba, meter),
+        (true, true) => forward_flexible::<true, true>(&mut dir_ab, &mut dir_ba, meter),
+        (false, true) => forward_flexible::<false, true>(&mut dir_ab, &mut dir_ba, meter),
     };
     let malformed = dir_ab.rx.malformed + dir_ba.rx.malformed;
-    Ok(Totals { forwarded, malformed })
+    let dropped = dir_ab.stop() + dir_ba.stop();
+    Ok(Totals { forwarded, malformed, dropped })
 }
 
 /// One direction of the flexible forwarder.
@@ -271,29 +289,55 @@ pub struct Direction<'q, 'a> {
     tx: &'q mut TxQueue<'a, RING>,
     pool: &'q mut ixgbe::queues::BufferPool<'a>,
     batch: Batch<'a, BATCH>,
+    /// Frames received and dropped because the TX ring was full.
+    dropped: u64,
 }
 
-impl Direction<'_, '_> {
-    /// One burst: receive, rewrite, transmit, and drop (back to the pool) what did not fit.
+impl<'q, 'a> Direction<'q, 'a> {
+    fn new(
+        rx: &'q mut RxQueue<'a, RING>,
+        tx: &'q mut TxQueue<'a, RING>,
+        pool: &'q mut ixgbe::queues::BufferPool<'a>,
+    ) -> Self {
+        Direction { rx, tx, pool, batch: Batch::default(), dropped: 0 }
+    }
+
+    /// One burst: receive into the batch's free room, rewrite what arrived, transmit. What did
+    /// not fit into the TX ring is dropped (back to the pool, counted), DPDK's usual policy;
+    /// with `LOSSLESS` it stays in the batch for the next burst and the driver receives only as
+    /// much as the batch has room for. A full TX ring then backs up into the RX ring and the
+    /// packet buffer, whose XOFF pauses the link partner: nothing is lost anywhere.
     #[inline(always)]
-    fn burst<const REWRITE: bool>(&mut self) -> u64 {
-        if self.rx.rx_batch(self.pool, &mut self.batch) == 0 {
+    fn burst<const REWRITE: bool, const LOSSLESS: bool>(&mut self) -> u64 {
+        let waiting = if LOSSLESS { self.batch.len() } else { 0 };
+        if self.rx.rx_batch(self.pool, &mut self.batch) == 0 && waiting == 0 {
             return 0;
         }
         if REWRITE {
-            for b in self.batch.iter_mut() {
+            for b in self.batch.iter_mut().skip(waiting) {
                 rewrite_macs(b.data());
             }
         }
         let sent = self.tx.tx_batch(self.pool, &mut self.batch);
-        self.batch.release(self.pool);
+        if !LOSSLESS {
+            self.dropped += self.batch.len() as u64;
+            self.batch.release(self.pool);
+        }
         sent as u64
+    }
+
+    /// Frames this direction dropped, counting any still waiting in its batch, which go
+    /// back to the pool now that forwarding has stopped.
+    fn stop(&mut self) -> u64 {
+        self.dropped += self.batch.len() as u64;
+        self.batch.release(self.pool);
+        self.dropped
     }
 }
 
 /// The flexible model's loop.
 #[inline(never)]
-pub fn forward_flexible<const REWRITE: bool>(
+pub fn forward_flexible<const REWRITE: bool, const LOSSLESS: bool>(
     ab: &mut Direction<'_, '_>,
     ba: &mut Direction<'_, '_>,
     mut meter: Meter,
@@ -301,8 +345,8 @@ pub fn forward_flexible<const REWRITE: bool>(
     let mut counts = [0u64; 2];
     loop {
         for _ in 0..CHECK_EVERY {
-            counts[0] += ab.burst::<REWRITE>();
-            counts[1] += ba.burst::<REWRITE>();
+            counts[0] += ab.burst::<REWRITE, LOSSLESS>();
+            counts[1] += ba.burst::<REWRITE, LOSSLESS>();
         }
         if !meter.tick(counts) {
             return counts;

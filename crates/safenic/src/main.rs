@@ -68,6 +68,11 @@ enum Cmd {
         /// Pin the forwarding thread to this CPU.
         #[arg(long)]
         cpu: Option<usize>,
+        /// IEEE 802.3x flow control: a port whose receive buffer fills sends XOFF and its link
+        /// partner waits; the flexible model then keeps frames that do not fit into the TX ring
+        /// instead of dropping them. Nothing is lost to a slow or descheduled driver.
+        #[arg(long)]
+        flow_control: bool,
     },
     /// Send generated UDP frames out of one port.
     Gen {
@@ -162,9 +167,20 @@ fn bench_options(
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Cmd::Fwd { mode, input, output, sysfs, mac_rewrite, outputs, seconds, progress, cpu } => {
+        Cmd::Fwd { mode, input, output, sysfs, mac_rewrite, outputs, seconds, progress, cpu, flow_control } => {
             let progress = progress || std::io::IsTerminal::is_terminal(&std::io::stdout());
-            fwd::run(&fwd::Options { mode, input, output, sysfs, mac_rewrite, outputs, seconds, progress, cpu })
+            fwd::run(&fwd::Options {
+                mode,
+                input,
+                output,
+                sysfs,
+                mac_rewrite,
+                outputs,
+                seconds,
+                progress,
+                cpu,
+                flow_control,
+            })
         }
         Cmd::Gen { port, sysfs, rate, size, count, seconds } => {
             gen::run(&gen::Options { port, sysfs, rate, size, count, seconds })

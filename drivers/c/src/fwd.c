@@ -3,7 +3,7 @@
 //
 // Command-line contract (same as `safenic fwd`):
 //   safenic-c-<model> fwd <model> <BDF-in> <BDF-out> [--sysfs DIR] [--mac-rewrite paper|none]
-//                     [--outputs 1-64] [--seconds S] [--cpu N]
+//                     [--outputs 1-64] [--seconds S] [--cpu N] [--flow-control]
 // Forwards both directions until SIGINT/SIGTERM (or --seconds), prints one summary line, exits 0.
 #include "ixgbe.h"
 
@@ -34,6 +34,13 @@ struct options {
 	unsigned outputs;
 	double seconds; // 0: until a signal
 	int cpu;        // -1: not pinned
+	bool flow_control;
+};
+
+// What a run discarded itself: frames with a refused length or flags, and frames dropped because
+// the TX ring was full (flexible model without flow control) or still waiting when it stopped.
+struct discarded {
+	uint64_t malformed, dropped;
 };
 
 static double now_seconds(void)
@@ -149,8 +156,8 @@ __attribute__((noinline)) void forward_restricted(struct agent *restrict ab, str
 }
 #endif
 
-static uint64_t run_model(const struct device *a, const struct device *b, const struct options *o, struct meter *m,
-                          uint64_t counts[2])
+static struct discarded run_model(const struct device *a, const struct device *b, const struct options *o,
+                                  struct meter *m, uint64_t counts[2])
 {
 	static struct agent ab, ba;
 	const struct device *to_b[MAX_OUTPUTS], *to_a[MAX_OUTPUTS];
@@ -165,7 +172,7 @@ static uint64_t run_model(const struct device *a, const struct device *b, const 
 #else
 	forward_restricted(&ab, &ba, o->outputs, o->rewrite, m, counts);
 #endif
-	return ab.malformed + ba.malformed;
+	return (struct discarded){.malformed = ab.malformed + ba.malformed, .dropped = 0};
 }
 
 #else // MODEL_FLEXIBLE
@@ -180,52 +187,87 @@ struct direction {
 	struct tx_queue tx;
 	struct pool pool;
 	struct buffer batch[BATCH];
+	unsigned waiting;  // frames at the front of `batch` still to send (lossless only)
+	uint64_t dropped;  // frames dropped because the TX ring was full
 };
 
-// Receive, rewrite, transmit, and drop (back to the pool) what did not fit.
-static inline __attribute__((always_inline)) uint64_t burst(struct direction *restrict d, bool rewrite)
+// Receive into the batch's free room, rewrite what arrived, transmit. What did not fit into the
+// TX ring goes back to the pool and is counted (DPDK's usual policy); with `lossless` it stays at
+// the front of the batch for the next burst, so a full TX ring backs up into the RX ring and the
+// packet buffer, whose XOFF pauses the link partner (as the Rust driver's LOSSLESS).
+static inline __attribute__((always_inline)) uint64_t burst(struct direction *restrict d, bool rewrite, bool lossless)
 {
-	unsigned got = rx_batch(&d->rx, &d->pool, d->batch, BATCH);
-	if (got == 0) {
+	unsigned waiting = lossless ? d->waiting : 0;
+	unsigned got = rx_batch(&d->rx, &d->pool, d->batch + waiting, BATCH - waiting);
+	if (got == 0 && waiting == 0) {
 		return 0;
 	}
 	if (rewrite) {
-		for (unsigned k = 0; k < got; k++) {
+		for (unsigned k = waiting; k < waiting + got; k++) {
 			rewrite_macs(d->batch[k].data);
 		}
 	}
-	unsigned sent = tx_batch(&d->tx, &d->pool, d->batch, got);
-	for (unsigned k = sent; k < got; k++) {
-		pool_give(&d->pool, d->batch[k]);
+	unsigned count = waiting + got;
+	unsigned sent = tx_batch(&d->tx, &d->pool, d->batch, count);
+	if (lossless) {
+		for (unsigned k = sent; k < count; k++) {
+			d->batch[k - sent] = d->batch[k];
+		}
+		d->waiting = count - sent;
+	} else {
+		for (unsigned k = sent; k < count; k++) {
+			pool_give(&d->pool, d->batch[k]);
+		}
+		d->dropped += count - sent;
 	}
 	return sent;
 }
 
-__attribute__((noinline)) void forward_flexible(struct direction *restrict ab, struct direction *restrict ba,
-                                                bool rewrite, struct meter *m, uint64_t counts[2]);
-__attribute__((noinline)) void forward_flexible(struct direction *restrict ab, struct direction *restrict ba,
-                                                bool rewrite, struct meter *m, uint64_t counts[2])
+// Both directions until the meter says stop; `rewrite` and `lossless` are constants at each call
+// site below, so each combination gets its own loop, as the Rust driver's const generics.
+static inline __attribute__((always_inline)) void forward_directions(struct direction *restrict ab,
+                                                                     struct direction *restrict ba, bool rewrite,
+                                                                     bool lossless, struct meter *m,
+                                                                     uint64_t counts[2])
 {
-	// One loop per value of `rewrite`, as the Rust driver's REWRITE const generic.
-	if (rewrite) {
-		do {
-			for (unsigned k = 0; k < CHECK_EVERY; k++) {
-				counts[0] += burst(ab, true);
-				counts[1] += burst(ba, true);
-			}
-		} while (meter_tick(m, counts));
+	do {
+		for (unsigned k = 0; k < CHECK_EVERY; k++) {
+			counts[0] += burst(ab, rewrite, lossless);
+			counts[1] += burst(ba, rewrite, lossless);
+		}
+	} while (meter_tick(m, counts));
+}
+
+__attribute__((noinline)) void forward_flexible(struct direction *restrict ab, struct direction *restrict ba,
+                                                bool rewrite, bool lossless, struct meter *m, uint64_t counts[2]);
+__attribute__((noinline)) void forward_flexible(struct direction *restrict ab, struct direction *restrict ba,
+                                                bool rewrite, bool lossless, struct meter *m, uint64_t counts[2])
+{
+	if (rewrite && !lossless) {
+		forward_directions(ab, ba, true, false, m, counts);
+	} else if (!lossless) {
+		forward_directions(ab, ba, false, false, m, counts);
+	} else if (rewrite) {
+		forward_directions(ab, ba, true, true, m, counts);
 	} else {
-		do {
-			for (unsigned k = 0; k < CHECK_EVERY; k++) {
-				counts[0] += burst(ab, false);
-				counts[1] += burst(ba, false);
-			}
-		} while (meter_tick(m, counts));
+		forward_directions(ab, ba, false, true, m, counts);
 	}
 }
 
-static uint64_t run_model(const struct device *a, const struct device *b, const struct options *o, struct meter *m,
-                          uint64_t counts[2])
+// Frames a direction dropped, counting those still waiting in its batch, which go back to the
+// pool now that forwarding has stopped.
+static uint64_t stop_direction(struct direction *d)
+{
+	for (unsigned k = 0; k < d->waiting; k++) {
+		pool_give(&d->pool, d->batch[k]);
+	}
+	d->dropped += d->waiting;
+	d->waiting = 0;
+	return d->dropped;
+}
+
+static struct discarded run_model(const struct device *a, const struct device *b, const struct options *o,
+                                  struct meter *m, uint64_t counts[2])
 {
 	// "Pool inversion": the RX queue of one port and the TX queue of the other share a pool.
 	static struct queue_memory mem_ab, mem_ba;
@@ -238,8 +280,9 @@ static uint64_t run_model(const struct device *a, const struct device *b, const 
 	rx_queue_init(&ba.rx, b, &mem_ba, &ba.pool);
 	tx_queue_init(&ab.tx, b, &mem_ab);
 	tx_queue_init(&ba.tx, a, &mem_ba);
-	forward_flexible(&ab, &ba, o->rewrite, m, counts);
-	return ab.rx.malformed + ba.rx.malformed;
+	forward_flexible(&ab, &ba, o->rewrite, o->flow_control, m, counts);
+	return (struct discarded){.malformed = ab.rx.malformed + ba.rx.malformed,
+	                          .dropped = stop_direction(&ab) + stop_direction(&ba)};
 }
 
 #endif
@@ -247,7 +290,7 @@ static uint64_t run_model(const struct device *a, const struct device *b, const 
 __attribute__((noreturn)) static void usage(void)
 {
 	die("usage: %s fwd " MODEL " <BDF-in> <BDF-out> [--sysfs DIR] [--mac-rewrite paper|none] [--outputs 1-64] "
-	    "[--seconds S] [--cpu N]",
+	    "[--seconds S] [--cpu N] [--flow-control]",
 	    program_name);
 }
 
@@ -303,6 +346,8 @@ static void parse(int argc, char **argv, struct options *o)
 				die("--cpu %s: give a CPU number", argv[i]);
 			}
 			o->cpu = (int)cpu;
+		} else if (strcmp(arg, "--flow-control") == 0) {
+			o->flow_control = true;
 		} else {
 			die("unknown argument `%s`", arg);
 		}
@@ -333,6 +378,10 @@ int main(int argc, char **argv)
 	}
 	device_init(&port_a.device);
 	device_init(&port_b.device);
+	if (o.flow_control) {
+		device_enable_flow_control(&port_a.device);
+		device_enable_flow_control(&port_b.device);
+	}
 	device_wait_for_link(&port_a.device, 10);
 	device_wait_for_link(&port_b.device, 10);
 	double start = now_seconds();
@@ -343,11 +392,12 @@ int main(int argc, char **argv)
 	                  .progress = isatty(STDOUT_FILENO),
 	                  .has_deadline = o.seconds > 0};
 	uint64_t counts[2] = {0, 0};
-	uint64_t malformed = run_model(&port_a.device, &port_b.device, &o, &m, counts);
+	struct discarded lost = run_model(&port_a.device, &port_b.device, &o, &m, counts);
 	double secs = now_seconds() - start;
-	printf("%s fwd " MODEL ": %s -> %s %llu packets, %s -> %s %llu packets, %.1f s, %.3f Mpps, %llu malformed\n",
+	printf("%s fwd " MODEL ": %s -> %s %llu packets, %s -> %s %llu packets, %.1f s, %.3f Mpps, %llu malformed, %llu "
+	       "dropped\n",
 	       program_name, o.input, o.output, (unsigned long long)counts[0], o.output, o.input,
 	       (unsigned long long)counts[1], secs, (double)(counts[0] + counts[1]) / (secs > 1e-9 ? secs : 1e-9) / 1e6,
-	       (unsigned long long)malformed);
+	       (unsigned long long)lost.malformed, (unsigned long long)lost.dropped);
 	return 0;
 }

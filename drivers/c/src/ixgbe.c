@@ -51,11 +51,18 @@
 #define RTTDCS_ARBDIS (1u << 6)
 #define RTTDQSEL 0x04904u
 #define RTTDT1C 0x04908u
-#define MFLCN 0x04294u
+#define MFLCN 0x04294u // [DS 8.2.3.22.34]
 #define MFLCN_RFCE (1u << 3)
-#define FCCFG 0x03D00u
+#define FCCFG 0x03D00u // [DS 8.2.3.3.7]
+#define FCCFG_TFCE_MASK (0x3u << 3)
+#define FCCFG_TFCE_802_3X (1u << 3)
 #define TXPBTHRESH0 0x04950u
-#define FCRTH0 0x03260u
+#define FCTTV0 0x03200u // [DS 8.2.3.3.2]
+#define FCRTL0 0x03220u // [DS 8.2.3.3.3]
+#define FCRTL_XONE (1u << 31)
+#define FCRTH0 0x03260u // [DS 8.2.3.3.4]
+#define FCRTH_FCEN (1u << 31)
+#define FCRTV 0x032A0u // [DS 8.2.3.3.5]
 #define RXPBSIZE(n) (0x03C00u + 4u * (n))
 #define TXPBSIZE(n) (0x0CC00u + 4u * (n))
 #define PFUTA(n) (0x0F400u + 4u * (n))
@@ -188,7 +195,7 @@ void device_init(const struct device *d)
 		reg_write(d, TXPBSIZE(n), 0);
 	}
 	reg_set(d, MFLCN, MFLCN_RFCE);
-	reg_write(d, FCCFG, (reg_read(d, FCCFG) & ~(0x3u << 3)) | (1u << 3));
+	reg_write(d, FCCFG, (reg_read(d, FCCFG) & ~FCCFG_TFCE_MASK) | FCCFG_TFCE_802_3X);
 	for (uint32_t q = 0; q < 128; q++) {
 		reg_write(d, RTTDQSEL, q);
 		reg_write(d, RTTDT1C, 0);
@@ -203,6 +210,22 @@ void device_init(const struct device *d)
 	reg_clear(d, RXCTRL, RXCTRL_RXEN);
 	reg_set(d, FCTRL, FCTRL_UPE | FCTRL_MPE | FCTRL_BAM);
 	reg_set(d, RXCTRL, rxen);
+}
+
+// IEEE 802.3x flow control [DS 3.7.7, 8.2.3.3], as the Rust driver's enable_flow_control: XOFF
+// when packet buffer 0 is within FLOW_CONTROL_HEADROOM bytes of full, XON below half of that
+// mark; receive queues set up afterwards wait instead of dropping (no SRRCTL.DROP_EN).
+void device_enable_flow_control(const struct device *d)
+{
+	uint32_t buffer = ((reg_read(d, RXPBSIZE(0)) >> 10) & 0x3FFu) * 1024u;
+	uint32_t high = (buffer > FLOW_CONTROL_HEADROOM ? buffer - FLOW_CONTROL_HEADROOM : 0) & ~0x1Fu;
+	reg_write(d, FCRTL0, ((high / 2) & ~0x1Fu) | FCRTL_XONE);
+	reg_write(d, FCRTH0, high | FCRTH_FCEN);
+	// Pause time in quanta of 512 bit times, refreshed at half of it, as DPDK and Linux do.
+	reg_write(d, FCTTV0, FLOW_CONTROL_PAUSE);
+	reg_write(d, FCRTV, FLOW_CONTROL_PAUSE / 2);
+	reg_set(d, MFLCN, MFLCN_RFCE);
+	reg_write(d, FCCFG, (reg_read(d, FCCFG) & ~FCCFG_TFCE_MASK) | FCCFG_TFCE_802_3X);
 }
 
 void device_wait_for_link(const struct device *d, unsigned seconds)
@@ -230,7 +253,10 @@ volatile uint32_t *device_set_input(const struct device *d, uint64_t ring_phys, 
 	reg_write(d, RDBAH(0), (uint32_t)(ring_phys >> 32));
 	reg_write(d, RDBAL(0), (uint32_t)ring_phys);
 	reg_write(d, RDLEN(0), len * 16);
-	reg_write(d, SRRCTL(0), (reg_read(d, SRRCTL(0)) & ~SRRCTL_BSIZEPACKET_MASK) | (BUFFER_SIZE / 1024) | SRRCTL_DROP_EN);
+	// Drop when no descriptor is free, unless flow control makes frames wait instead.
+	uint32_t drop_en = (reg_read(d, FCRTH0) & FCRTH_FCEN) ? 0 : SRRCTL_DROP_EN;
+	reg_write(d, SRRCTL(0),
+	          (reg_read(d, SRRCTL(0)) & ~(SRRCTL_BSIZEPACKET_MASK | SRRCTL_DROP_EN)) | (BUFFER_SIZE / 1024) | drop_en);
 	reg_set(d, RXDCTL(0), RXDCTL_ENABLE);
 	reg_wait(d, RXDCTL(0), RXDCTL_ENABLE, RXDCTL_ENABLE, "RXDCTL.ENABLE", 1000000);
 	reg_write(d, RDT(0), tail);

@@ -48,6 +48,10 @@ struct port {
 
 void port_open(struct port *p, const char *sysfs, const char *address);
 void device_init(const struct device *d);
+// Flow control, as crates/ixgbe: bytes kept free above the XOFF mark, and the pause time.
+#define FLOW_CONTROL_HEADROOM 0x6000u
+#define FLOW_CONTROL_PAUSE 0x680u
+void device_enable_flow_control(const struct device *d);
 void device_wait_for_link(const struct device *d, unsigned seconds);
 // RX queue 0 on a ring of `len` legacy descriptors; returns RDT.
 volatile uint32_t *device_set_input(const struct device *d, uint64_t ring_phys, uint32_t len, uint32_t tail);
