@@ -19,9 +19,10 @@
 use nicsim::engine::{PortStats, Request, Stats};
 use nicsim::server::{ServeOptions, Server};
 use nicsim::wire::TrafficSpec;
-use std::io::Read;
+use platform::fs::ScratchDir;
+use platform::Reaped;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The CPU nicsim's engine (and this harness) runs on; the driver gets the other one.
@@ -170,17 +171,21 @@ impl Instructions {
     }
 }
 
-/// A nicsim with two ports, its engine on [`NICSIM_CPU`].
+/// A nicsim with two ports, its engine on [`NICSIM_CPU`], in a scratch directory that goes
+/// with it (the profiles callgrind writes included).
 struct Session {
     server: Server,
     root: PathBuf,
+    /// Removed after the server has stopped (fields drop in order).
+    _scratch: ScratchDir,
 }
 
 impl Session {
     fn start(tag: &str) -> Result<Session, String> {
         // This thread wakes up to read statistics; on the driver's core it would preempt it.
         platform::sched::pin_current_thread(NICSIM_CPU).map_err(|e| format!("pinning the harness: {e}"))?;
-        let root = PathBuf::from(format!("/dev/shm/safenic-bench-{}-{tag}", std::process::id()));
+        let scratch = ScratchDir::new("safenic-bench", tag).map_err(|e| format!("a directory under /dev/shm: {e}"))?;
+        let root = scratch.path().join("nicsim");
         let opts = ServeOptions {
             ports: 2,
             root: root.clone(),
@@ -189,7 +194,7 @@ impl Session {
             cpu: Some(NICSIM_CPU),
             bound: false,
         };
-        Ok(Session { server: Server::start(&opts)?, root })
+        Ok(Session { server: Server::start(&opts)?, root, _scratch: scratch })
     }
 
     fn stats(&self) -> Result<Stats, String> {
@@ -215,29 +220,28 @@ impl Session {
     }
 
     /// Spawns `prefix… command… mode A B --sysfs DIR` on [`DRIVER_CPU`].
-    fn spawn(&self, prefix: &[String], driver: &Driver, mode: &str) -> Result<Child, String> {
+    fn spawn(&self, prefix: &[String], driver: &Driver, mode: &str) -> Result<Reaped, String> {
         // `{mode}` in the command picks a one-binary-per-model driver's binary.
         let words: Vec<String> =
             prefix.iter().cloned().chain(driver.command.iter().map(|w| w.replace("{mode}", mode))).collect();
-        let mut child = Command::new(&words[0])
-            .args(&words[1..])
-            .args([mode, &nicsim::sysfs::port_address(0), &nicsim::sysfs::port_address(1)])
-            .arg("--sysfs")
-            .arg(self.devices())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", words[0]))?;
+        let child = Reaped::spawn(
+            Command::new(&words[0])
+                .args(&words[1..])
+                .args([mode, &nicsim::sysfs::port_address(0), &nicsim::sysfs::port_address(1)])
+                .arg("--sysfs")
+                .arg(self.devices())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
+        .map_err(|e| format!("starting {}: {e}", words[0]))?;
         // (Not conditional on available_cpus(): this thread is pinned, so it would say 1.)
-        if let Err(e) = platform::sched::pin_process(child.id(), DRIVER_CPU) {
-            let _ = child.kill();
-            return Err(format!("pinning the driver to CPU {DRIVER_CPU}: {e} (the harness needs two CPUs)"));
-        }
+        platform::sched::pin_process(child.id(), DRIVER_CPU)
+            .map_err(|e| format!("pinning the driver to CPU {DRIVER_CPU}: {e} (the harness needs two CPUs)"))?;
         Ok(child)
     }
 
     /// Waits until the driver has the receive queues of both ports and a TX queue on each up.
-    fn wait_ready(&self, child: &mut Child, timeout: Duration) -> Result<(), String> {
+    fn wait_ready(&self, child: &mut Reaped, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         loop {
             let s = self.stats()?;
@@ -245,7 +249,7 @@ impl Session {
                 return Ok(());
             }
             if let Ok(Some(status)) = child.try_wait() {
-                return Err(format!("the driver exited during bring-up with {status}: {}", output_of(child)));
+                return Err(format!("the driver exited during bring-up with {status}: {}", child.output()));
             }
             if Instant::now() > deadline {
                 return Err("the driver did not bring both ports up".into());
@@ -255,37 +259,14 @@ impl Session {
     }
 }
 
-/// Everything the child wrote, stdout then stderr.
-pub fn output_of(child: &mut Child) -> String {
-    let mut s = String::new();
-    if let Some(o) = child.stdout.as_mut() {
-        let _ = o.read_to_string(&mut s);
-    }
-    if let Some(e) = child.stderr.as_mut() {
-        let _ = e.read_to_string(&mut s);
-    }
-    s.trim().to_string()
-}
-
 /// SIGTERM, then waits for a clean exit; returns what the driver printed.
-fn terminate(mut child: Child, timeout: Duration) -> Result<String, String> {
-    platform::signals::send_terminate(child.id()).map_err(|e| format!("signalling the driver: {e}"))?;
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-            let out = output_of(&mut child);
-            return if status.success() {
-                Ok(out)
-            } else {
-                Err(format!("the driver exited with {status} after SIGTERM: {out}"))
-            };
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err("the driver did not exit within its timeout after SIGTERM".into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
+fn terminate(child: Reaped, timeout: Duration) -> Result<String, String> {
+    let out = child.terminate(timeout).map_err(|e| format!("stopping the driver: {e}"))?;
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if out.status.success() {
+        Ok(text.trim().to_string())
+    } else {
+        Err(format!("the driver exited with {} after SIGTERM: {}", out.status, text.trim()))
     }
 }
 
@@ -339,12 +320,9 @@ fn window_between(s0: &Stats, s1: &Stats) -> Throughput {
 /// Instructions per forwarded packet of `driver` in `mode`, under callgrind for `seconds`.
 pub fn instructions(driver: &Driver, mode: &str, seconds: f64) -> Result<Instructions, String> {
     let session = Session::start(&format!("{}-{mode}-cg", driver.name))?;
-    let out_file = session.root.join("callgrind.out");
-    let result = count_instructions(&session, &out_file, driver, mode, seconds);
-    // The profile is ours to remove, whatever happened; the server then removes the directory
-    // it created when the session ends.
-    let _ = std::fs::remove_file(&out_file);
-    result
+    // In the session's scratch directory, which goes with the session whatever happens.
+    let out_file = session.root.with_file_name("callgrind.out");
+    count_instructions(&session, &out_file, driver, mode, seconds)
 }
 
 fn count_instructions(

@@ -9,7 +9,6 @@ use ixgbe::queues::{Batch, BufferPool, QueueMemory, Receive, RxQueue, Transmit, 
 use nicsim::engine::{Request, Stats};
 use nicsim::server::{ServeOptions, Server};
 use nicsim::wire::TrafficSpec;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const RING: usize = 64;
@@ -22,7 +21,8 @@ fn stats(server: &Server) -> Stats {
 
 #[test]
 fn flexible_queues_conserve_buffers_with_the_tx_ring_kept_full() {
-    let root = PathBuf::from(format!("/dev/shm/ixgbe-conservation-{}", std::process::id()));
+    let scratch = platform::fs::ScratchDir::new("ixgbe-test", "conservation").expect("a scratch directory");
+    let root = scratch.path().join("nicsim");
     let opts = ServeOptions { ports: 2, root: root.clone(), cables: vec![], gbps: 10.0, cpu: Some(0), bound: false };
     let server = Server::start(&opts).expect("starting nicsim");
     platform::sched::pin_current_thread(1).expect("pinning the driver thread");

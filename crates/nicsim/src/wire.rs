@@ -715,7 +715,10 @@ pub struct StreamStats {
     pub lost: u64,
     /// Frames that arrived after a later sequence number.
     pub reordered: u64,
-    next_seq: u64,
+    /// One past the highest sequence number seen: frames from here to the generator's count
+    /// never arrived (or have not yet), and are not among the gaps in `lost`.
+    #[serde(default)]
+    pub next_seq: u64,
 }
 
 /// The bytes of a frame a sink reads: headers and nicsim's payload fields.

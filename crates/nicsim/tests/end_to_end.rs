@@ -7,31 +7,37 @@ use nicsim::peer::{rewrite_macs, Device, IxyQueue, TinyAgent};
 use nicsim::regs::*;
 use nicsim::server;
 use nicsim::wire::{parse_payload, read_pcap, Direction, TrafficSpec};
+use platform::fs::ScratchDir;
 use platform::DmaBacking;
+use platform::Reaped;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_nicsim");
 const A: &str = "0000:5e:00.0";
 const B: &str = "0000:5e:00.1";
 
+/// `nicsim serve` as a child process in its own scratch directory: both go when it is dropped.
 struct Nicsim {
-    child: Child,
+    child: Reaped,
     root: PathBuf,
+    scratch: ScratchDir,
 }
 
 impl Nicsim {
     fn start(name: &str, extra: &[&str]) -> Nicsim {
-        let root = PathBuf::from(format!("/dev/shm/nicsim-test-{}-{name}", std::process::id()));
-        let child = Command::new(BIN)
-            .args(["--root", root.to_str().unwrap(), "serve", "--ports", "2"])
-            .args(extra)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("spawning nicsim serve");
+        let scratch = ScratchDir::new("nicsim-test", name).expect("a scratch directory under /dev/shm");
+        let root = scratch.path().join("root");
+        let child = Reaped::spawn(
+            Command::new(BIN)
+                .args(["--root", root.to_str().unwrap(), "serve", "--ports", "2"])
+                .args(extra)
+                .stdout(std::process::Stdio::null()),
+        )
+        .expect("spawning nicsim serve");
         server::wait_ready(&root, Duration::from_secs(10)).expect("nicsim serve did not come up");
-        Nicsim { child, root }
+        Nicsim { child, root, scratch }
     }
     fn devices(&self) -> PathBuf {
         self.root.join("devices")
@@ -45,6 +51,10 @@ impl Nicsim {
     fn open(&self, addr: &str) -> Device {
         Device::open(&self.devices(), addr).unwrap()
     }
+    /// A file beside the root, removed with it.
+    fn scratch_file(&self, name: &str) -> PathBuf {
+        self.scratch.path().join(name)
+    }
 }
 
 impl Drop for Nicsim {
@@ -53,12 +63,14 @@ impl Drop for Nicsim {
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
-                assert!(!self.root.exists(), "serve removes everything it created");
+                if !std::thread::panicking() {
+                    assert!(!self.root.exists(), "serve removes everything it created");
+                }
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = self.child.kill();
+        // Not stopped in time: the Reaped child is killed when it is dropped.
     }
 }
 
@@ -137,7 +149,7 @@ fn tinynf_style_agents_forward_a_million_packets_each_way() {
     db.enable_flow_control();
     let mut ab = TinyAgent::new(&da, &db).unwrap();
     let mut ba = TinyAgent::new(&db, &da).unwrap();
-    let pcap = std::env::temp_dir().join(format!("nicsim-e2e-{}.pcap", std::process::id()));
+    let pcap = sim.scratch_file("port1.pcap");
     sim.req(Request::Pcap { port: 1, path: pcap.display().to_string(), direction: Direction::Tx, count: Some(1000) });
     const N: u64 = 1_100_000;
     for port in 0..2 {
@@ -213,7 +225,6 @@ fn tinynf_style_agents_forward_a_million_packets_each_way() {
         assert_eq!(&f[0..12], &[0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
         assert_eq!(parse_payload(f).map(|(stream, seq, _)| (stream, seq)), Some((0, k as u64)));
     }
-    let _ = std::fs::remove_file(pcap);
 }
 
 #[test]
@@ -292,7 +303,7 @@ fn exec_shows_exactly_the_fake_functions() {
 #[test]
 fn pcap_reads_back_with_our_reader_and_tcpdump() {
     let sim = Nicsim::start("pcap", &[]);
-    let pcap = std::env::temp_dir().join(format!("nicsim-rx-{}.pcap", std::process::id()));
+    let pcap = sim.scratch_file("port0.pcap");
     sim.req(Request::Pcap { port: 0, path: pcap.display().to_string(), direction: Direction::Rx, count: Some(50) });
     sim.req(Request::Start {
         port: 0,
@@ -315,7 +326,6 @@ fn pcap_reads_back_with_our_reader_and_tcpdump() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(text.lines().count(), 50);
     assert!(text.lines().all(|l| l.contains("UDP") && l.contains(".20051")), "{text}");
-    let _ = std::fs::remove_file(pcap);
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! File-system facts: hugetlbfs mounts and whether a file lives on one.
+//! File-system facts (hugetlbfs mounts, whether a file lives on one) and scratch directories.
 
 use std::fs::File;
 use std::io;
@@ -56,6 +56,51 @@ fn unescape_mount_path(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// A directory on tmpfs (`/dev/shm`) for one harness run: a nicsim root, captures, profiles.
+/// It is removed with everything in it when dropped, also while a panic unwinds. Directories
+/// of earlier runs whose process is gone (killed before it could clean up) are removed when a
+/// new one is made with the same prefix.
+#[derive(Debug)]
+pub struct ScratchDir {
+    path: PathBuf,
+}
+
+impl ScratchDir {
+    /// `/dev/shm/<prefix>-<pid>-<name>`, new and empty.
+    pub fn new(prefix: &str, name: &str) -> io::Result<ScratchDir> {
+        let shm = std::path::Path::new("/dev/shm");
+        remove_stale(shm, prefix);
+        let path = shm.join(format!("{prefix}-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path)?;
+        Ok(ScratchDir { path })
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Removes `<dir>/<prefix>-<pid>-*` entries whose process no longer exists.
+fn remove_stale(dir: &std::path::Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)?.strip_prefix('-')) else { continue };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,6 +109,21 @@ mod tests {
     fn unescapes_octal() {
         assert_eq!(unescape_mount_path("/mnt/a\\040b"), "/mnt/a b");
         assert_eq!(unescape_mount_path("/plain"), "/plain");
+    }
+
+    #[test]
+    fn scratch_dirs_go_with_their_owner_and_stale_ones_with_the_next() {
+        let d = ScratchDir::new("platform-test", "a").unwrap();
+        std::fs::write(d.path().join("f"), b"x").unwrap();
+        let path = d.path().to_path_buf();
+        drop(d);
+        assert!(!path.exists());
+        // A directory left by a process that no longer exists (pid 0 never names one).
+        let stale = std::path::Path::new("/dev/shm/platform-test-0-left");
+        std::fs::create_dir_all(stale.join("sub")).unwrap();
+        let d = ScratchDir::new("platform-test", "b").unwrap();
+        assert!(!stale.exists(), "removed by the next one");
+        assert!(d.path().is_dir());
     }
 
     #[test]

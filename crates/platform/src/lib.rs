@@ -3,7 +3,8 @@
 //! Everything that talks to the kernel about memory lives here: shared mappings of files
 //! (a device's `resource0`, a driver's hugepages as seen by nicsim), hugepage DMA memory with
 //! physical addresses from `/proc/self/pagemap`, PCI functions through sysfs, mount
-//! namespaces for `nicsim exec`, and CPU pinning. Each `unsafe` block carries a `// SAFETY:`
+//! namespaces for `nicsim exec`, CPU pinning, and child processes and scratch directories that
+//! never outlive their owner. Each `unsafe` block carries a `// SAFETY:`
 //! comment; callers only see safe, bounds-checked interfaces.
 //!
 //! Every failure a user can cause or fix is a [`PlatformError`] whose message is one line that
@@ -16,6 +17,7 @@ pub mod mem;
 pub mod ns;
 pub mod pagemap;
 pub mod pci;
+pub mod process;
 pub mod sched;
 pub mod signals;
 
@@ -23,3 +25,4 @@ pub use error::PlatformError;
 pub use hugepage::{DmaBacking, DmaMemory};
 pub use mem::{MappedRegion, Span};
 pub use pci::PciFunction;
+pub use process::Reaped;

@@ -1,4 +1,4 @@
-//! SIGINT/SIGTERM as a flag that a polling loop checks.
+//! SIGINT/SIGTERM as a flag that a polling loop checks, and signals a harness sends.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -33,16 +33,40 @@ pub fn request_termination() {
     TERMINATE.store(true, Ordering::Relaxed);
 }
 
-/// Sends SIGTERM to process `pid` (how a harness asks a driver to stop and print its summary).
-pub fn send_terminate(pid: u32) -> std::io::Result<()> {
+/// Signals a harness sends to the drivers it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGTERM: stop, print the summary line, exit 0.
+    Terminate,
+    /// SIGSTOP: freeze (a driver descheduled for as long as the harness wants).
+    Stop,
+    /// SIGCONT: go on after [`Signal::Stop`].
+    Continue,
+    /// SIGKILL: gone at once.
+    Kill,
+}
+
+/// Sends `signal` to process `pid`.
+pub fn send(pid: u32, signal: Signal) -> std::io::Result<()> {
     let pid = libc::pid_t::try_from(pid)
         .ok()
         .filter(|&p| p > 0)
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("bad process id {pid}")))?;
+    let sig = match signal {
+        Signal::Terminate => libc::SIGTERM,
+        Signal::Stop => libc::SIGSTOP,
+        Signal::Continue => libc::SIGCONT,
+        Signal::Kill => libc::SIGKILL,
+    };
     // SAFETY: kill has no memory-safety preconditions; `pid > 0` names one process, never a
     // process group or every process.
-    if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+    if unsafe { libc::kill(pid, sig) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Sends SIGTERM to process `pid` (how a harness asks a driver to stop and print its summary).
+pub fn send_terminate(pid: u32) -> std::io::Result<()> {
+    send(pid, Signal::Terminate)
 }
