@@ -4,7 +4,7 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
-use nicsim::engine::{Request, Stats};
+use nicsim::engine::{PortStats, Request, Stats};
 use nicsim::server::{self, ServeOptions, Server};
 use nicsim::wire::{line_rate_pps, Direction, TrafficSpec};
 use std::path::{Path, PathBuf};
@@ -25,13 +25,14 @@ struct Cli {
 enum Cmd {
     /// Create the devices and run the engine until SIGINT/SIGTERM or `nicsim shutdown`.
     Serve {
-        #[arg(long, default_value_t = 2)]
+        /// Ports (PCI functions), 1 to 16.
+        #[arg(long, default_value_t = 2, value_parser = port_count)]
         ports: usize,
         /// Connect two ports with a cable, e.g. `--cable 0-1` (repeatable).
         #[arg(long, value_parser = parse_cable)]
         cable: Vec<(usize, usize)>,
         /// Modelled link speed.
-        #[arg(long, default_value_t = 10.0)]
+        #[arg(long, default_value_t = 10.0, value_parser = link_speed)]
         link_gbps: f64,
         /// CPU for the engine thread.
         #[arg(long)]
@@ -55,7 +56,7 @@ enum Cmd {
         #[arg(long)]
         json: bool,
         /// Print per-second rates for this many seconds.
-        #[arg(long)]
+        #[arg(long, value_parser = cli::at_least_one)]
         watch: Option<u64>,
     },
     /// Print driver lint warnings.
@@ -71,7 +72,8 @@ enum Cmd {
         file: Option<PathBuf>,
         #[arg(long, default_value = "tx", value_parser = parse_direction)]
         direction: Direction,
-        #[arg(long)]
+        /// Stop after this many frames.
+        #[arg(long, value_parser = cli::at_least_one)]
         count: Option<u64>,
         #[arg(long)]
         stop: bool,
@@ -87,16 +89,16 @@ enum Cmd {
         /// Directory of PCI functions (default: <root>/devices).
         #[arg(long)]
         sysfs: Option<PathBuf>,
-        #[arg(long)]
+        #[arg(long, value_parser = cli::seconds)]
         seconds: Option<f64>,
         #[arg(long)]
         cpu: Option<usize>,
     },
     /// Measure nicsim's ceiling: two ports at full rate with a reflecting peer.
     Bench {
-        #[arg(long, default_value_t = 10.0)]
+        #[arg(long, default_value_t = 10.0, value_parser = cli::seconds)]
         seconds: f64,
-        #[arg(long, default_value_t = 10.0)]
+        #[arg(long, default_value_t = 10.0, value_parser = link_speed)]
         link_gbps: f64,
         #[arg(long)]
         json: bool,
@@ -109,21 +111,23 @@ enum TrafficCmd {
     Start {
         #[arg(long)]
         port: usize,
-        /// Rate: `100%` of line rate, `5Mpps`, `200kpps`, or packets per second.
-        #[arg(long, default_value = "100%")]
-        rate: String,
+        /// Rate: `100%` of line rate (at most), `5Mpps`, `200kpps`, or packets per second.
+        #[arg(long, default_value = "100%", value_parser = parse_rate)]
+        rate: Rate,
         /// Frame size without FCS (60–1514).
-        #[arg(long, default_value_t = 60)]
+        #[arg(long, default_value_t = 60, value_parser = frame_size)]
         size: usize,
         /// Cycle frame sizes from --size to this, one byte longer each frame.
-        #[arg(long)]
+        #[arg(long, value_parser = frame_size)]
         size_max: Option<usize>,
-        #[arg(long, default_value_t = 1)]
+        /// Flows (source address and port pairs), 1 to 2^20.
+        #[arg(long, default_value_t = 1, value_parser = flow_count)]
         flows: u32,
-        #[arg(long)]
+        /// Stop after this many frames.
+        #[arg(long, value_parser = cli::at_least_one)]
         count: Option<u64>,
-        /// Seconds.
-        #[arg(long)]
+        /// Stop after this many seconds.
+        #[arg(long, value_parser = cli::seconds)]
         duration: Option<f64>,
     },
     /// Stop a port's generator.
@@ -145,8 +149,8 @@ enum TrafficCmd {
     Rate {
         #[arg(long)]
         port: usize,
-        #[arg(long)]
-        rate: String,
+        #[arg(long, value_parser = parse_rate)]
+        rate: Rate,
     },
 }
 
@@ -164,42 +168,83 @@ fn parse_direction(s: &str) -> Result<Direction, String> {
     }
 }
 
-/// Parses a rate into packets per second; `None` = line rate.
-fn parse_rate(s: &str, size: usize, gbps: f64) -> Result<Option<f64>, String> {
-    let s = s.trim().to_ascii_lowercase();
-    let num = |t: &str| {
-        t.trim().parse::<f64>().map_err(|_| format!("cannot read rate `{s}`: use 100%, 5Mpps, 200kpps or a number"))
-    };
-    let pps = if let Some(p) = s.strip_suffix('%') {
-        let p = num(p)?;
-        if p >= 100.0 {
-            return Ok(None);
+/// A generator rate as given on the command line.
+#[derive(Debug, Clone, Copy)]
+enum Rate {
+    /// A share of the line rate, above 0 and at most 100.
+    Percent(f64),
+    /// Packets per second (nicsim checks it against the line rate of the frame size).
+    Pps(f64),
+}
+
+impl Rate {
+    /// Packets per second for frames of `size` bytes on a link of `gbps`; `None` = line rate.
+    fn pps(self, size: usize, gbps: f64) -> Option<f64> {
+        match self {
+            Rate::Percent(p) if p >= 100.0 => None,
+            Rate::Percent(p) => Some((p / 100.0 * line_rate_pps(size, gbps)).max(nicsim::wire::MIN_RATE_PPS)),
+            Rate::Pps(v) => Some(v),
         }
-        p / 100.0 * line_rate_pps(size, gbps)
-    } else if let Some(m) = s.strip_suffix("mpps") {
-        num(m)? * 1e6
-    } else if let Some(k) = s.strip_suffix("kpps") {
-        num(k)? * 1e3
-    } else {
-        num(s.strip_suffix("pps").unwrap_or(&s))?
-    };
-    if pps > 0.0 && pps.is_finite() {
-        Ok(Some(pps))
-    } else {
-        Err(format!("rate `{s}` must be positive"))
     }
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let root = cli.root.clone().unwrap_or_else(server::default_root);
-    match run(cli.command, &root) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("nicsim: {e}");
-            ExitCode::FAILURE
-        }
+/// `100%`, `5Mpps`, `200kpps`, `1000pps` or `1000`.
+fn parse_rate(s: &str) -> Result<Rate, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let number = |n: &str| n.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+    let bad = || format!("`{s}` is not a rate: use 100%, 5Mpps, 200kpps or a number of packets per second");
+    if let Some(p) = t.strip_suffix('%') {
+        let p = number(p).ok_or_else(bad)?;
+        return if p > 0.0 && p <= 100.0 {
+            Ok(Rate::Percent(p))
+        } else {
+            Err(format!("`{s}`: a share of the line rate is above 0% and at most 100%"))
+        };
     }
+    let (n, scale) = if let Some(m) = t.strip_suffix("mpps") {
+        (m, 1e6)
+    } else if let Some(k) = t.strip_suffix("kpps") {
+        (k, 1e3)
+    } else {
+        (t.strip_suffix("pps").unwrap_or(&t), 1.0)
+    };
+    let pps = number(n).ok_or_else(bad)? * scale;
+    if pps >= nicsim::wire::MIN_RATE_PPS {
+        Ok(Rate::Pps(pps))
+    } else {
+        Err(format!("`{s}`: give at least {} packet per second", nicsim::wire::MIN_RATE_PPS))
+    }
+}
+
+/// `--size`, `--size-max`: frames of 60 to 1514 bytes without FCS.
+fn frame_size(s: &str) -> Result<usize, String> {
+    let range = nicsim::wire::MIN_FRAME..=nicsim::wire::MAX_FRAME;
+    s.trim().parse().ok().filter(|n| range.contains(n)).ok_or_else(|| format!("`{s}`: frames are 60 to 1514 bytes"))
+}
+
+/// `--flows`: 1 to 2^20.
+fn flow_count(s: &str) -> Result<u32, String> {
+    s.trim().parse().ok().filter(|n| (1..=1 << 20).contains(n)).ok_or_else(|| format!("`{s}`: give 1 to 1048576 flows"))
+}
+
+/// `--ports`: 1 to 16 PCI functions.
+fn port_count(s: &str) -> Result<usize, String> {
+    let max = nicsim::wire::MAX_STREAMS;
+    s.trim().parse().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| format!("`{s}`: give 1 to {max} ports"))
+}
+
+/// `--link-gbps`: above 0, at most 400 (the fastest Ethernet the model's clock resolves).
+fn link_speed(s: &str) -> Result<f64, String> {
+    cli::positive(s)
+        .ok()
+        .filter(|g| *g <= 400.0)
+        .ok_or_else(|| format!("`{s}`: a link speed above 0 and at most 400 Gb/s"))
+}
+
+fn main() -> ExitCode {
+    let args: Cli = cli::parse("nicsim");
+    let root = args.root.clone().unwrap_or_else(server::default_root);
+    cli::finish("nicsim", run(args.command, &root))
 }
 
 fn link_gbps(root: &Path) -> Result<f64, String> {
@@ -213,8 +258,9 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             let opts = ServeOptions { ports, root: root.to_path_buf(), cables: cable, gbps: link_gbps, cpu, bound };
             let server = Server::start(&opts)?;
             let info = server.request(Request::Info)?;
+            // A server goes on serving if nobody reads what it says.
             for p in info["ports"].as_array().into_iter().flatten() {
-                println!(
+                let _ = cli::outln!(
                     "nicsim: port {} at {} ({}), MAC {}",
                     p["port"],
                     p["address"].as_str().unwrap_or(""),
@@ -222,13 +268,13 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
                     p["mac"].as_str().unwrap_or("")
                 );
             }
-            println!(
+            let _ = cli::outln!(
                 "nicsim: control socket {}; drivers use --sysfs {} or `nicsim exec -- <driver>`",
                 server::socket_path(root).display(),
                 root.join("devices").display()
             );
             server.run_until_stopped();
-            println!("nicsim: stopped; removed {}", root.join("devices").display());
+            let _ = cli::outln!("nicsim: stopped; removed {}", root.join("devices").display());
             Ok(())
         }
         Cmd::Exec { command } => exec(root, &command),
@@ -236,11 +282,12 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             TrafficCmd::Start { port, rate, size, size_max, flows, count, duration } => {
                 let gbps = link_gbps(root)?;
                 let spec = TrafficSpec {
-                    rate_pps: parse_rate(&rate, size, gbps)?,
+                    rate_pps: rate.pps(size, gbps),
                     size,
                     flows,
                     count,
-                    duration_ms: duration.map(|s| (s * 1000.0) as u64),
+                    // Checked by nicsim: at least 1 ms.
+                    duration_ms: duration.map(|s| (s * 1000.0).round() as u64),
                     dst_mac: None,
                     size_max,
                 };
@@ -251,7 +298,7 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             TrafficCmd::Resume { port } => server::request(root, &Request::PauseTx { port, paused: false }).map(|_| ()),
             TrafficCmd::Rate { port, rate } => {
                 let gbps = link_gbps(root)?;
-                server::request(root, &Request::SetRate { port, rate_pps: parse_rate(&rate, 60, gbps)? }).map(|_| ())
+                server::request(root, &Request::SetRate { port, rate_pps: rate.pps(60, gbps) }).map(|_| ())
             }
         },
         Cmd::Stats { json, watch } => {
@@ -260,19 +307,16 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             };
             match watch {
                 None if json => {
-                    println!("{}", serde_json::to_string_pretty(&get()?).map_err(|e| e.to_string())?);
+                    cli::outln!("{}", serde_json::to_string_pretty(&get()?).map_err(|e| e.to_string())?)?;
                     Ok(())
                 }
-                None => {
-                    print_totals(&get()?);
-                    Ok(())
-                }
+                None => print_totals(&get()?),
                 Some(secs) => {
                     let mut prev = get()?;
                     for _ in 0..secs {
                         std::thread::sleep(Duration::from_secs(1));
                         let cur = get()?;
-                        print_rates(&prev, &cur);
+                        print_rates(&prev, &cur)?;
                         prev = cur;
                     }
                     Ok(())
@@ -282,14 +326,14 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
         Cmd::Lint { json } => {
             let v = server::request(root, &Request::Lint)?;
             if json {
-                println!("{v}");
+                cli::outln!("{v}")?;
             } else {
                 let list = v.as_array().cloned().unwrap_or_default();
                 if list.is_empty() {
-                    println!("no lint warnings");
+                    cli::outln!("no lint warnings")?;
                 }
                 for w in list {
-                    println!(
+                    cli::outln!(
                         "port {} {} = {:#010x} [{}] x{}: {}",
                         w["port"],
                         w["register"].as_str().unwrap_or(""),
@@ -297,7 +341,7 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
                         w["rule"].as_str().unwrap_or(""),
                         w["count"],
                         w["message"].as_str().unwrap_or("")
-                    );
+                    )?;
                 }
             }
             Ok(())
@@ -305,7 +349,7 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
         Cmd::Pcap { port, file, direction, count, stop } => {
             if stop {
                 let v = server::request(root, &Request::PcapStop { port })?;
-                println!("{} frames written", v["written"]);
+                cli::outln!("{} frames written", v["written"])?;
                 return Ok(());
             }
             let file = file.ok_or("give --file FILE (or --stop)")?;
@@ -326,7 +370,7 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             let n = nicsim::peer::reflect(&sysfs, &a, &b, |_| {
                 platform::signals::terminate_requested() || limit.is_some_and(|l| start.elapsed() >= l)
             })?;
-            println!("reflect: forwarded {n} packets in {:.1} s", start.elapsed().as_secs_f64());
+            cli::outln!("reflect: forwarded {n} packets in {:.1} s", start.elapsed().as_secs_f64())?;
             Ok(())
         }
         Cmd::Bench { seconds, link_gbps, json } => bench(seconds, link_gbps, json),
@@ -356,12 +400,12 @@ fn mpps(n: u64, secs: f64) -> f64 {
     n as f64 / secs / 1e6
 }
 
-fn print_totals(s: &Stats) {
-    println!("nicsim up {:.1} s", s.elapsed_ns as f64 / 1e9);
+fn print_totals(s: &Stats) -> Result<(), String> {
+    cli::outln!("nicsim up {:.1} s", s.elapsed_ns as f64 / 1e9)?;
     for p in &s.ports {
         let lost: u64 = p.streams.iter().map(|(_, st)| st.lost).sum();
         let reordered: u64 = p.streams.iter().map(|(_, st)| st.reordered).sum();
-        println!(
+        cli::outln!(
             "port {}: generated {} (skipped {}) | to driver {} (no descriptor {}, missed {}, rx off {}) | driver sent {} | sink {} lost {} reordered {} | latency p50 {} ns p99 {} ns max {} ns | DMA faults {} | lint {}",
             p.port,
             p.generated,
@@ -379,32 +423,32 @@ fn print_totals(s: &Stats) {
             p.latency_ns.max,
             p.dma_faults,
             p.lint_warnings
-        );
+        )?;
     }
+    Ok(())
 }
 
-fn print_rates(a: &Stats, b: &Stats) {
-    let secs = (b.elapsed_ns - a.elapsed_ns) as f64 / 1e9;
+fn print_rates(a: &Stats, b: &Stats) -> Result<(), String> {
+    let secs = (b.elapsed_ns.saturating_sub(a.elapsed_ns) as f64 / 1e9).max(1e-9);
     let mut line = format!("{:>6.1}s", b.elapsed_ns as f64 / 1e9);
     for (x, y) in a.ports.iter().zip(&b.ports) {
-        let rx = y.device.qprc.iter().sum::<u64>() - x.device.qprc.iter().sum::<u64>();
-        let drop = y.device.qprdc.iter().sum::<u64>() + y.device.mpc + y.drops.rx_disabled
-            - x.device.qprdc.iter().sum::<u64>()
-            - x.device.mpc
-            - x.drops.rx_disabled;
+        // Counters only grow, unless someone reset them in between: then the second counts from 0.
+        let grew = |f: fn(&PortStats) -> u64| f(y).saturating_sub(f(x));
+        let rx = grew(|p| p.device.qprc.iter().sum());
+        let drop = grew(|p| p.device.qprdc.iter().sum::<u64>() + p.device.mpc + p.drops.rx_disabled);
         line += &format!(
             " | port {}: gen {:6.2} Mpps (skipped {:4.2}), to driver {:6.2}, dropped {:6.2}, driver sent {:6.2}, sink {:6.2} Mpps, p99 {} ns",
             y.port,
-            mpps(y.generated - x.generated, secs),
-            mpps(y.generator_skipped - x.generator_skipped, secs),
+            mpps(grew(|p| p.generated), secs),
+            mpps(grew(|p| p.generator_skipped), secs),
             mpps(rx, secs),
             mpps(drop, secs),
-            mpps(y.device.gptc - x.device.gptc, secs),
-            mpps(y.sink_packets - x.sink_packets, secs),
+            mpps(grew(|p| p.device.gptc), secs),
+            mpps(grew(|p| p.sink_packets), secs),
             y.latency_ns.p99
         );
     }
-    println!("{line}");
+    cli::outln!("{line}")
 }
 
 fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
@@ -489,11 +533,11 @@ fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
         "engine_iterations_since_start": s1.iterations,
     });
     if json {
-        println!("{result}");
+        cli::outln!("{result}")?;
     } else {
-        println!("nicsim ceiling, 64-byte frames, 2 ports, {gbps} Gb/s links ({line_rate:.2} Mpps line rate per port), {secs:.1} s, reflecting peer on the other core:");
+        cli::outln!("nicsim ceiling, 64-byte frames, 2 ports, {gbps} Gb/s links ({line_rate:.2} Mpps line rate per port), {secs:.1} s, reflecting peer on the other core:")?;
         for p in &per_port {
-            println!(
+            cli::outln!(
                 "  port {}: generated {:.2} Mpps (skipped {:.2}), written into RX ring {:.2} Mpps (no descriptor {:.2}), drained from TX ring {:.2} Mpps",
                 p["port"],
                 p["generated_mpps"].as_f64().unwrap_or(0.0),
@@ -501,14 +545,14 @@ fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
                 p["into_rx_ring_mpps"].as_f64().unwrap_or(0.0),
                 p["no_descriptor_mpps"].as_f64().unwrap_or(0.0),
                 p["drained_from_tx_ring_mpps"].as_f64().unwrap_or(0.0)
-            );
+            )?;
         }
-        println!("  total: {total_rx:.2} Mpps into RX rings, {total_tx:.2} Mpps drained from TX rings (target 2 x {line_rate:.2})");
-        println!(
+        cli::outln!("  total: {total_rx:.2} Mpps into RX rings, {total_tx:.2} Mpps drained from TX rings (target 2 x {line_rate:.2})")?;
+        cli::outln!(
             "  engine: {:.2} M iterations/s, {:.1} frames written per iteration",
             (s1.iterations - s0.iterations) as f64 / secs / 1e6,
             total_rx * 1e6 * secs / (s1.iterations - s0.iterations).max(1) as f64
-        );
+        )?;
     }
     Ok(())
 }

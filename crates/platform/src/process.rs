@@ -82,6 +82,11 @@ impl Reaped {
         signals::send(self.id(), signal)
     }
 
+    /// Its piped standard output, for a caller that reads it as it comes (or closes it).
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child().stdout.take()
+    }
+
     /// Its exit status, if it has exited.
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
         self.child().try_wait()

@@ -621,42 +621,42 @@ pub fn run(binary: &Path, root: &Path, json: bool) -> Result<bool, String> {
         passed: hot_path_checks == 0 && unsafe_ok,
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+        cli::outln!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?)?;
     } else {
-        print_text(&report);
+        print_text(&report)?;
     }
     Ok(report.passed)
 }
 
-fn print_text(r: &Report) {
-    println!("Hot paths of {} (registered in crates/safenic/src/fwd.rs, and what they call):", r.binary);
+fn print_text(r: &Report) -> Result<(), String> {
+    cli::outln!("Hot paths of {} (registered in crates/safenic/src/fwd.rs, and what they call):", r.binary)?;
     for f in &r.functions {
         let verdict = if f.checks.is_empty() { "no checks".to_string() } else { format!("{} CHECKS", f.checks.len()) };
-        println!("  {:<55} {:>5} instructions  {verdict}", f.name, f.instructions);
+        cli::outln!("  {:<55} {:>5} instructions  {verdict}", f.name, f.instructions)?;
         for c in &f.checks {
-            println!("      {} at {}: call to {} ({})", c.kind.describe(), c.source, c.callee, c.address);
+            cli::outln!("      {} at {}: call to {} ({})", c.kind.describe(), c.source, c.callee, c.address)?;
         }
     }
     for (name, why) in &r.cold_calls {
-        println!("  allowed call, not followed: {name}: {why}");
+        cli::outln!("  allowed call, not followed: {name}: {why}")?;
     }
-    println!("Checks in hot paths: {}", r.hot_path_checks);
-    println!();
-    println!("Size (paper Table 2): lines of code, and x86 instructions in each main loop");
-    println!("  {:<40} {:>6}  {:<22} {:<22} {:<22}", "driver", "lines", "restricted", "const", "flexible");
+    cli::outln!("Checks in hot paths: {}", r.hot_path_checks)?;
+    cli::outln!("")?;
+    cli::outln!("Size (paper Table 2): lines of code, and x86 instructions in each main loop")?;
+    cli::outln!("  {:<40} {:>6}  {:<22} {:<22} {:<22}", "driver", "lines", "restricted", "const", "flexible")?;
     for s in &r.sizes {
         let cell = |m: &str| s.loops.get(m).map(|v| format!("{v:?}")).unwrap_or_else(|| "-".into());
-        println!(
+        cli::outln!(
             "  {:<40} {:>6}  {:<22} {:<22} {:<22}",
             s.driver,
             s.lines_of_code,
             cell("restricted"),
             cell("const"),
             cell("flexible")
-        );
+        )?;
     }
-    println!();
-    println!("Unsafe budget (allowed only in {}):", UNSAFE_ROOMS.join(" and "));
+    cli::outln!("")?;
+    cli::outln!("Unsafe budget (allowed only in {}):", UNSAFE_ROOMS.join(" and "))?;
     for c in &r.crates {
         let mark = if !c.allowed && c.unsafe_blocks > 0 {
             "  NOT ALLOWED"
@@ -665,13 +665,14 @@ fn print_text(r: &Report) {
         } else {
             ""
         };
-        println!("  {:<12} {:>3} unsafe blocks, {:>4} lines{mark}", c.name, c.unsafe_blocks, c.unsafe_lines);
+        cli::outln!("  {:<12} {:>3} unsafe blocks, {:>4} lines{mark}", c.name, c.unsafe_blocks, c.unsafe_lines)?;
         for u in &c.undocumented {
-            println!("      no // SAFETY: comment above the unsafe block at {u}");
+            cli::outln!("      no // SAFETY: comment above the unsafe block at {u}")?;
         }
     }
-    println!("Trusted kernel (crates/invariants): {} lines of code", r.trusted_kernel_lines);
-    println!("audit: {}", if r.passed { "passed" } else { "FAILED" });
+    cli::outln!("Trusted kernel (crates/invariants): {} lines of code", r.trusted_kernel_lines)?;
+    cli::outln!("audit: {}", if r.passed { "passed" } else { "FAILED" })?;
+    Ok(())
 }
 
 /// A function with a check on purpose: the audit's own tests prove it finds it, at this line.

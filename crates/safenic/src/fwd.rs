@@ -75,12 +75,17 @@ impl Meter {
         if self.progress && now.duration_since(self.last) >= Duration::from_secs(1) {
             let total = counts[0] + counts[1];
             let mpps = (total - self.last_total) as f64 / now.duration_since(self.last).as_secs_f64() / 1e6;
-            println!(
+            let printed = cli::outln!(
                 "{:6.1} s  {mpps:7.3} Mpps  ({} in->out, {} out->in)",
                 now.duration_since(self.start).as_secs_f64(),
                 counts[0],
                 counts[1]
             );
+            if printed.is_err() {
+                // Whoever read the progress (`| head -1`) has gone: stop as on SIGTERM, so
+                // the queues are left as they would be then.
+                return false;
+            }
             self.last = now;
             self.last_total = total;
         }
@@ -135,7 +140,7 @@ pub fn run(o: &Options) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     let secs = start.elapsed().as_secs_f64();
     let total = totals.forwarded[0] + totals.forwarded[1];
-    println!(
+    cli::outln!(
         "safenic fwd {}: {} -> {} {} packets, {} -> {} {} packets, {:.1} s, {:.3} Mpps, {} malformed, {} dropped",
         format!("{:?}", o.mode).to_lowercase(),
         o.input,
@@ -148,8 +153,7 @@ pub fn run(o: &Options) -> Result<(), String> {
         total as f64 / secs.max(1e-9) / 1e6,
         totals.malformed,
         totals.dropped
-    );
-    Ok(())
+    )
 }
 
 fn restricted(

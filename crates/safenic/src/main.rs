@@ -57,10 +57,10 @@ enum Cmd {
         mac_rewrite: MacRewrite,
         /// Restricted model: TX queues per direction on the output port (1 to 64); packets
         /// go to them in turn.
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, value_parser = outputs)]
         outputs: usize,
         /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
-        #[arg(long)]
+        #[arg(long, value_parser = cli::seconds)]
         seconds: Option<f64>,
         /// Print throughput every second (default: when standard output is a terminal).
         #[arg(long)]
@@ -81,16 +81,16 @@ enum Cmd {
         #[arg(long, env = "SAFENIC_SYSFS", default_value = "/sys/bus/pci/devices")]
         sysfs: PathBuf,
         /// Packets per second (default: as fast as the port takes them).
-        #[arg(long)]
+        #[arg(long, value_parser = cli::positive)]
         rate: Option<f64>,
         /// Frame size without FCS, 60 to 1514.
-        #[arg(long, default_value_t = 60)]
+        #[arg(long, default_value_t = 60, value_parser = frame_size)]
         size: usize,
         /// Stop after this many packets.
-        #[arg(long)]
+        #[arg(long, value_parser = cli::at_least_one)]
         count: Option<u64>,
         /// Stop after this many seconds.
-        #[arg(long)]
+        #[arg(long, value_parser = cli::seconds)]
         seconds: Option<f64>,
     },
     /// Prove from the release binary that the hot paths contain no run-time checks, print the
@@ -121,10 +121,10 @@ enum Cmd {
         no_rust: bool,
         /// Seconds of each throughput window (after one second of warm-up). A window in which
         /// nicsim fell behind is measured again, up to three windows.
-        #[arg(long, default_value_t = 5.0)]
+        #[arg(long, default_value_t = 5.0, value_parser = cli::seconds)]
         seconds: f64,
         /// Seconds each driver runs under callgrind.
-        #[arg(long, default_value_t = 10.0)]
+        #[arg(long, default_value_t = 10.0, value_parser = cli::seconds)]
         callgrind_seconds: f64,
         /// Only the throughput columns.
         #[arg(long, conflicts_with = "instructions_only")]
@@ -164,9 +164,19 @@ fn bench_options(
     })
 }
 
+/// `--outputs`: an agent has 1 to 64.
+fn outputs(s: &str) -> Result<usize, String> {
+    s.parse().ok().filter(|n| (1..=64).contains(n)).ok_or_else(|| format!("`{s}`: an agent has 1 to 64 outputs"))
+}
+
+/// `--size`: a frame of 60 to 1514 bytes without its FCS.
+fn frame_size(s: &str) -> Result<usize, String> {
+    s.parse().ok().filter(|n| (60..=1514).contains(n)).ok_or_else(|| format!("`{s}`: frames are 60 to 1514 bytes"))
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.cmd {
+    let args: Cli = cli::parse("safenic");
+    let result = match args.cmd {
         Cmd::Fwd { mode, input, output, sysfs, mac_rewrite, outputs, seconds, progress, cpu, flow_control } => {
             let progress = progress || std::io::IsTerminal::is_terminal(&std::io::stdout());
             fwd::run(&fwd::Options {
@@ -204,11 +214,5 @@ fn main() -> ExitCode {
             })
         }
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("safenic: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    cli::finish("safenic", result)
 }

@@ -46,10 +46,10 @@ pub fn run(o: &Options) -> Result<(), String> {
             r.instructions = Some(bench::instructions(find(&r.driver), &r.mode, o.callgrind_seconds)?);
         }
     }
-    println!(
+    cli::outln!(
         "| driver | model | forwarded Mpps (64 B, both directions) | offered Mpps | no-descriptor Mpps | nicsim skipped Mpps | limited by | windows | instructions/packet (callgrind) | packets under callgrind |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    )?;
+    cli::outln!("|---|---|---|---|---|---|---|---|---|---|")?;
     let dash = || "–".to_string();
     for r in &rows {
         let (fwd, offered, nodesc, skipped, limit, windows) = match &r.throughput {
@@ -69,10 +69,11 @@ pub fn run(o: &Options) -> Result<(), String> {
             Some(i) => (format!("{:.1} (not saturated)", i.per_packet()), i.packets.to_string()),
             None => (dash(), dash()),
         };
-        println!(
+        cli::outln!(
             "| {} | {} | {fwd} | {offered} | {nodesc} | {skipped} | {limit} | {windows} | {ipp} | {packets} |",
-            r.driver, r.mode
-        );
+            r.driver,
+            r.mode
+        )?;
     }
     Ok(())
 }
