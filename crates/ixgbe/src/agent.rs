@@ -163,7 +163,7 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
             }
             let head = m.ptr::<u32>(head_off).ok_or(DriverError::Invalid("head layout".into()))?;
             head.write(0);
-            let tail = output_devices[o].add_output(mem.block.phys(ring_off), N, Some(mem.block.phys(head_off)))?;
+            let tail = output_devices[o].add_output(mem.block.phys(ring_off), N, Some(mem.block.phys(head_off)))?.tail;
             Ok::<_, DriverError>(Output { ring, head, tail })
         })?;
         let shared_ring = out[outputs.first()].ring;

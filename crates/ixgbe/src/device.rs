@@ -93,6 +93,16 @@ pub const FLOW_CONTROL_HEADROOM: u32 = 0x6000;
 /// Pause time sent in XOFF frames, in quanta of 512 bit times (85 µs at 10 Gb/s; DPDK's default).
 pub const FLOW_CONTROL_PAUSE: u16 = 0x680;
 
+/// The doorbell and head of a TX queue [DS 8.2.3.9.8, 8.2.3.9.9].
+#[derive(Clone, Copy)]
+pub struct TxRegisters<'a> {
+    /// TDT: the driver writes it to hand descriptors over.
+    pub tail: VolatilePtr<'a, u32>,
+    /// TDH: the device's head. A register read costs a bus round trip; per-packet code reads
+    /// the head the device writes back to memory instead.
+    pub head: VolatilePtr<'a, u32>,
+}
+
 /// Counters read from the device [DS 8.2.3.23].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DeviceStats {
@@ -283,13 +293,13 @@ impl<'a> Device<'a> {
 
     /// Programs the first disabled TX queue on a ring of `len` legacy descriptors, with head
     /// write-back to `head_phys` if given, and enables it [DS 4.6.8, 7.2.3.5.2]. Returns the
-    /// queue's tail register.
+    /// queue's tail and head registers.
     pub fn add_output(
         &self,
         ring_phys: u64,
         len: usize,
         head_phys: Option<u64>,
-    ) -> Result<VolatilePtr<'a, u32>, DriverError> {
+    ) -> Result<TxRegisters<'a>, DriverError> {
         let q = QueueIndex::all()
             .find(|&q| self.read(txdctl(q)) & TXDCTL_ENABLE == 0)
             .ok_or(DriverError::Exhausted { address: self.address.to_string(), what: "free TX queue" })?;
@@ -306,7 +316,7 @@ impl<'a> Device<'a> {
         self.set(DMATXCTL, DMATXCTL_TE);
         self.set(txdctl(q), TXDCTL_ENABLE);
         self.wait(txdctl(q), TXDCTL_ENABLE, TXDCTL_ENABLE, "TXDCTL.ENABLE", Duration::from_secs(1))?;
-        Ok(self.register(tdt(q)))
+        Ok(TxRegisters { tail: self.register(tdt(q)), head: self.register(tdh(q)) })
     }
 
     /// Totals since reset (or since the last read on hardware, where they clear on read).

@@ -252,6 +252,8 @@ pub struct TxQueue<'a, const N: usize> {
     held: RingArray<Option<Buffer<'a>>, N>,
     head: VolatilePtr<'a, u32>,
     tail: VolatilePtr<'a, u32>,
+    /// TDH, read only by [`TxQueue::unsent`].
+    head_register: VolatilePtr<'a, u32>,
     next: RingIndex<N>,
     recycled: RingIndex<N>,
 }
@@ -270,12 +272,13 @@ impl<'a, const N: usize> TxQueue<'a, N> {
         let ring = m.array::<[u64; 2], N>(mem.tx_ring).ok_or(DriverError::Invalid("ring layout".into()))?;
         let head = m.ptr::<u32>(mem.head).ok_or(DriverError::Invalid("head layout".into()))?;
         head.write(0);
-        let tail = device.add_output(mem.block.phys(mem.tx_ring), N, Some(mem.block.phys(mem.head)))?;
+        let registers = device.add_output(mem.block.phys(mem.tx_ring), N, Some(mem.block.phys(mem.head)))?;
         Ok(TxQueue {
             ring,
             held: RingArray::from_fn(|_| None),
             head,
-            tail,
+            tail: registers.tail,
+            head_register: registers.head,
             next: RingIndex::ZERO,
             recycled: RingIndex::ZERO,
         })
@@ -284,6 +287,19 @@ impl<'a, const N: usize> TxQueue<'a, N> {
     /// Buffers in the ring.
     pub fn held(&self) -> usize {
         (0..N).filter(|&i| self.held[RingIndex::wrapping(i)].is_some()).count()
+    }
+
+    /// Packets queued that the device has not sent yet, per its head register (TDH): what a
+    /// driver waits for before it stops, since the head written back to memory lags by up to
+    /// an RS period. The device's value is untrusted: one outside what was queued counts as
+    /// nothing sent.
+    pub fn unsent(&self) -> usize {
+        let head = RingIndex::<N>::wrapping(self.head_register.read() as usize);
+        let queued = self.recycled.distance_to(self.next);
+        if self.recycled.distance_to(head) > queued {
+            return queued;
+        }
+        head.distance_to(self.next)
     }
 
     /// Gives back to `pool` every buffer the device has sent (per the written-back head).

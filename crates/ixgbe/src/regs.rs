@@ -156,6 +156,9 @@ pub const fn tdbah(q: QueueIndex) -> Reg {
 pub const fn tdlen(q: QueueIndex) -> Reg {
     queue_reg(0x06008, 0x40, q)
 }
+pub const fn tdh(q: QueueIndex) -> Reg {
+    queue_reg(0x06010, 0x40, q)
+}
 pub const fn tdt(q: QueueIndex) -> Reg {
     queue_reg(0x06018, 0x40, q)
 }

@@ -16,6 +16,8 @@ pub struct Options {
 
 const RING: usize = 256;
 const BATCH: usize = 32;
+/// How long `gen` waits at the end for the device to send what it queued.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// An Ethernet/IPv4/UDP frame of `size` bytes (without FCS) from 10.0.0.1:1024 to
 /// 10.0.0.2:1024, IP checksum filled in, broadcast destination.
@@ -54,7 +56,7 @@ pub fn run(o: &Options) -> Result<(), String> {
     let dev = port.device();
     dev.init().map_err(|e| e.to_string())?;
     dev.wait_for_link(Duration::from_secs(10)).map_err(|e| e.to_string())?;
-    let run = || -> Result<u64, DriverError> {
+    let run = || -> Result<(u64, u64, Duration), DriverError> {
         let mem = QueueMemory::allocate(RING, 2 * RING)?;
         let mut pool = mem.pool()?;
         let mut tx = TxQueue::<RING>::new(&dev, &mem)?;
@@ -70,35 +72,48 @@ pub fn run(o: &Options) -> Result<(), String> {
         let mut batch = Batch::<BATCH>::default();
         let start = Instant::now();
         let until = o.seconds.map(|s| start + Duration::from_secs_f64(s));
-        let mut sent = 0u64;
-        while o.count.is_none_or(|c| sent < c) && !platform::signals::terminate_requested() {
+        let mut queued = 0u64;
+        while o.count.is_none_or(|c| queued < c) && !platform::signals::terminate_requested() {
             let now = Instant::now();
             if until.is_some_and(|u| now >= u) {
                 break;
             }
             // Pacing: never ahead of rate × elapsed.
             let allowed = o.rate.map_or(u64::MAX, |r| (now.duration_since(start).as_secs_f64() * r) as u64 + 1);
-            let want = allowed.min(o.count.unwrap_or(u64::MAX)).saturating_sub(sent).min(BATCH as u64);
+            let want = allowed.min(o.count.unwrap_or(u64::MAX)).saturating_sub(queued).min(BATCH as u64);
             for _ in 0..want {
                 let Some(b) = pool.take() else { break };
                 if let Err(b) = batch.push(b) {
                     pool.give(b);
                 }
             }
-            sent += tx.tx_batch(&mut pool, &mut batch) as u64;
+            queued += tx.tx_batch(&mut pool, &mut batch) as u64;
             batch.release(&mut pool);
         }
-        Ok(sent)
+        // Finish what was started: the device must send everything queued before the memory
+        // it reads goes away with this process.
+        let deadline = Instant::now() + DRAIN_TIMEOUT;
+        while tx.unsent() > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        let unsent = tx.unsent() as u64;
+        Ok((queued - unsent, unsent, start.elapsed()))
     };
-    let start = Instant::now();
-    let sent = run().map_err(|e| e.to_string())?;
-    let secs = start.elapsed().as_secs_f64();
-    println!(
-        "safenic gen {}: {sent} packets of {} bytes in {secs:.1} s ({:.3} Mpps)",
+    let (sent, unsent, took) = run().map_err(|e| e.to_string())?;
+    let secs = took.as_secs_f64();
+    cli::outln!(
+        "safenic gen {}: {sent} packets of {} bytes sent in {secs:.1} s ({:.3} Mpps)",
         o.port,
         o.size,
         sent as f64 / secs.max(1e-9) / 1e6
-    );
+    )?;
+    if unsent > 0 {
+        return Err(format!(
+            "{unsent} packets were still queued {} s after the last one: the link partner is pausing {} or its link is down",
+            DRAIN_TIMEOUT.as_secs(),
+            o.port
+        ));
+    }
     Ok(())
 }
 
