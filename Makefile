@@ -1,7 +1,7 @@
 # safenic: `make demo` shows nicsim with traffic flowing; `make test` runs every check.
 CARGO ?= cargo
 
-.PHONY: all setup build demo test bench audit fmt clean
+.PHONY: all setup build demo test bench audit fuzz stress fmt clean
 
 all: build
 
@@ -37,6 +37,18 @@ bench: setup build
 	target/release/nicsim bench --seconds 10 --link-gbps 100
 	target/release/safenic bench --driver 'c-clang=drivers/c/build/clang/safenic-c-{mode} fwd' \
 	  --driver 'c-gcc=drivers/c/build/gcc/safenic-c-{mode} fwd'
+
+# nicsim against random driver input for a long time, from a new seed each run (make test runs
+# 10^5 cases from a fixed one). A failure prints the seed and case count that replay it.
+FUZZ_CASES ?= 10000000
+fuzz:
+	NICSIM_FUZZ_CASES=$(FUZZ_CASES) NICSIM_FUZZ_SEED=$${NICSIM_FUZZ_SEED:-$$(date +%s)} \
+	  $(CARGO) test -p nicsim --test fuzz -- --nocapture
+
+# make test N times from a fresh clone, then N times with CPU 1 busy (scripts/stress-test).
+STRESS_RUNS ?= 5
+stress:
+	scripts/stress-test $(STRESS_RUNS)
 
 fmt:
 	$(CARGO) fmt --all
