@@ -108,6 +108,8 @@ pub struct PortStats {
 /// The whole engine's statistics.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Stats {
+    /// Engine time up to which every counter is up to date: the last iteration's. A rate
+    /// between two snapshots is exact even if the engine's core was stopped just before one.
     pub elapsed_ns: u64,
     pub iterations: u64,
     pub ports: Vec<PortStats>,
@@ -123,6 +125,8 @@ pub struct Engine<D: DmaSpace> {
     epoch_wall_ns: u64,
     batch: TxBatch,
     pub iterations: u64,
+    /// Engine time of the last iteration (or idle poll): what the counters are up to date to.
+    clock_ps: u64,
     next_scan_ps: u64,
     info: serde_json::Value,
 }
@@ -153,6 +157,7 @@ impl<D: DmaSpace> Engine<D> {
             epoch_wall_ns,
             batch: TxBatch::new(128),
             iterations: 0,
+            clock_ps: 0,
             next_scan_ps: 0,
             info,
         }
@@ -168,6 +173,7 @@ impl<D: DmaSpace> Engine<D> {
     #[inline(never)]
     pub fn step(&mut self, now_ps: u64) {
         self.iterations += 1;
+        self.clock_ps = now_ps;
         let Engine { ports, wires, dma, batch, .. } = self;
         for p in ports.iter_mut() {
             p.poll_doorbells();
@@ -286,6 +292,10 @@ impl<D: DmaSpace> Engine<D> {
             let now = self.now_ps();
             if now >= self.next_scan_ps {
                 self.scan();
+                if !self.busy() {
+                    // Nothing moves while idle: the counters are up to date now.
+                    self.clock_ps = now;
+                }
                 while let Ok(cmd) = commands.try_recv() {
                     let answer = self.handle(cmd.request, now);
                     let _ = cmd.reply.send(answer);
@@ -379,7 +389,7 @@ impl<D: DmaSpace> Engine<D> {
 
     /// A snapshot of every counter.
     pub fn stats(&self) -> Stats {
-        let now_ps = self.now_ps();
+        let now_ps = self.clock_ps;
         let ports = self
             .ports
             .iter()
@@ -420,7 +430,7 @@ impl<D: DmaSpace> Engine<D> {
                 in_flight: p.in_flight(&self.dma),
             })
             .collect();
-        Stats { elapsed_ns: self.now_ps() / 1000, iterations: self.iterations, ports }
+        Stats { elapsed_ns: now_ps / 1000, iterations: self.iterations, ports }
     }
 }
 

@@ -389,8 +389,12 @@ impl Generator {
         // Forget time we could not keep up with (bounded burst), as the wire clock does.
         let floor = since.saturating_sub(BURST_PS) * 1000;
         if self.next_x1000 < floor {
-            self.skipped += (floor - self.next_x1000) / self.interval_ps_x1000.max(1);
-            self.next_x1000 = floor;
+            // Whole frames only: the fraction of one stays owed, so that over any time the
+            // frames offered and skipped add up to the rate exactly.
+            let interval = self.interval_ps_x1000.max(1);
+            let frames = (floor - self.next_x1000) / interval;
+            self.skipped += frames;
+            self.next_x1000 += frames * interval;
         }
         (max as u64).min(left) as usize
     }

@@ -12,19 +12,22 @@ fn safenic() -> Driver {
 fn throughput_is_measured_with_its_limit() {
     let t = throughput(&safenic(), "restricted", 1.0).expect("throughput run");
     assert!(t.seconds > 0.5, "{t:?}");
-    assert!(t.offered_mpps > 0.5, "nicsim offered traffic: {t:?}");
-    assert!(t.forwarded_mpps > 0.1, "safenic forwarded: {t:?}");
-    assert!(t.forwarded_mpps <= t.offered_mpps * 1.01, "no more forwarded than offered: {t:?}");
+    // Every frame offered in the window was forwarded or dropped for want of a descriptor,
+    // but for those in the rings when it opened or closed (two rings of 512 per port).
+    let rings = 2.0 * 2.0 * 512.0 / t.seconds / 1e6;
+    assert!((t.offered_mpps - t.forwarded_mpps - t.no_descriptor_mpps).abs() <= rings, "{t:?}");
     // The limit follows from the drops and nicsim's skipped frames.
     assert_eq!(t.limited_by, Limit::of(t.offered_mpps, t.no_descriptor_mpps, t.skipped_mpps), "{t:?}");
     // A window nicsim limited is measured again: only the last window may be one.
     assert!((1..=MAX_WINDOWS).contains(&t.windows), "{t:?}");
     assert!(!t.limited_by.nicsim_fell_behind() || t.windows == MAX_WINDOWS, "stopped while nicsim was behind: {t:?}");
     // Offered and skipped add up to the line rate of both ports (2 x 14.88 Mpps): every frame
-    // the rate owed is accounted for. The margin is a gap of the engine's core of ~30 ms
-    // straddling an edge of the one-second window (the host stops it for up to ~10 ms).
+    // the rate owed is accounted for, however the host scheduled nicsim's core. Statistics are
+    // as of the engine's last iteration, so the only slack is what may be owed and not yet
+    // due at each end: the 20 µs catch-up plus the 2 µs look-ahead of each port.
     let owed = t.offered_mpps + t.skipped_mpps;
-    assert!((owed - 2.0 * 14.880_952).abs() < 1.0, "offered + skipped = {owed}: {t:?}");
+    let slack = 2.0 * 2.0 * 22e-6 * 14.880_952 / t.seconds;
+    assert!((owed - 2.0 * 14.880_952).abs() <= slack + 1e-6, "offered + skipped = {owed}: {t:?}");
 }
 
 #[test]
