@@ -503,7 +503,7 @@ impl RxRun {
     /// so a copy that stored some bytes twice could undo the driver's write.
     #[inline(always)]
     fn write_back(&mut self, dma: &impl DmaSpace) {
-        // The data must be visible before DD [DS 7.1.6 / model §4.3].
+        // The data must be visible before DD [DS 7.1.6].
         fence(Ordering::Release);
         let mut i = self.written_back_to;
         while i != self.head {
@@ -591,7 +591,7 @@ struct PathConfig {
     loopback: bool,
 }
 
-/// The minimal EEPROM image of model §6(c): firmware pointers that pass DPDK's version check
+/// A minimal EEPROM image: firmware pointers that pass DPDK's version check
 /// and a valid checksum (word 0x3F = 0xBABA − sum of words 0x00–0x3E).
 fn eeprom_image() -> [u16; 128] {
     let mut e = [0u16; 128];
@@ -651,7 +651,7 @@ fn group_kind(dst: Option<[u8; 6]>) -> (u64, u64) {
     }
 }
 
-/// The MAC address nicsim gives port `n`: locally administered 02:00:00:00:00:0n (model §7).
+/// The MAC address nicsim gives port `n`: locally administered 02:00:00:00:00:0n.
 pub fn default_mac(n: usize) -> [u8; 6] {
     [0x02, 0, 0, 0, 0, n as u8]
 }
@@ -738,7 +738,7 @@ impl Port {
         }
     }
 
-    /// Power-on / software reset [DS 4.6.3.2; model §2.1.3]: every register to its reset
+    /// Power-on / software reset [DS 4.6.3.2]: every register to its reset
     /// value, queues disabled, statistics zero, MAC reloaded into RAR0, EEPROM auto-read and
     /// DMA init done. Done synchronously, so the reset bits read 0 at once.
     pub fn reset(&mut self) {
@@ -965,7 +965,7 @@ impl Port {
                     self.reset();
                     return true;
                 }
-                // Master disable stays set until the next reset (model §8.8); STATUS.GIO follows.
+                // Master disable stays set until the next reset [DS 5.2.5.3.2]; STATUS.GIO follows.
                 value |= old & CTRL_GIO_DIS;
                 self.store(canon, offset, new, value);
                 self.update_status();
@@ -990,7 +990,7 @@ impl Port {
                 value = (u32::from(data) << 16) | (addr << 2) | 0b10;
             }
             MSCA if new & (1 << 30) != 0 => {
-                // MDIO command completes at once; no PHY answers (SFP+ port, model §8.15).
+                // MDIO command completes at once; no PHY answers (an SFP+ port has no MDIO PHY).
                 value = new & !(1 << 30);
                 let w = self.reg(MSRWD);
                 self.set_reg(MSRWD, 0xFFFF_0000 | (w & 0xFFFF));
@@ -1093,7 +1093,7 @@ impl Port {
             );
         }
         if base % 128 != 0 {
-            // The full base is used anyway (model §8.2: real parts accepted TinyNF's rings).
+            // The full base is used anyway: real parts accepted TinyNF's 64-byte-aligned rings.
             self.lint.warn(
                 enable_reg,
                 base_lo,
@@ -1184,7 +1184,7 @@ impl Port {
         let addr = (u64::from(hi) << 32) | u64::from(lo & !3);
         self.tx[q as usize].head_wb = (lo & TDWBAL_HEAD_WB_EN != 0).then_some(addr);
         if lo & TDWBAL_HEAD_WB_EN != 0 && addr % 16 != 0 {
-            // Written anyway (model §8.3), but real parts ignore such addresses.
+            // Written anyway, although real parts ignore such addresses (see docs/nicsim.md).
             self.lint.warn(tdwbal(q), lo, rule::HEAD_WB_ALIGNMENT, format!("head write-back address {addr:#x} is not 16-byte aligned; real 82599s do not write it back [DS 7.2.3.5.2, TinyNF observation]"));
         }
     }
@@ -1251,7 +1251,7 @@ impl Port {
 
     // ---------------------------------------------------------------- receive
 
-    /// A frame (without FCS) arrives from the wire [model §4.3].
+    /// A frame (without FCS) arrives from the wire [DS 7.1].
     #[inline]
     pub fn receive(&mut self, dma: &mut impl DmaSpace, frame: &[u8]) {
         let cfg = self.paths;
@@ -1525,7 +1525,7 @@ impl Port {
         c.qprdc[q.stat] += r.no_descriptor;
     }
 
-    /// Writes one frame into the ring of queue 0 [model §4.3].
+    /// Writes one frame into the ring of queue 0 [DS 7.1.5, 7.1.6].
     #[inline]
     fn write_rx(&mut self, dma: &mut impl DmaSpace, frame: &[u8], strip: bool) -> RxWrite {
         let q = &self.rx[0];
@@ -1550,7 +1550,7 @@ impl Port {
             self.fault("rx", 0, head, buf, "packet buffer write");
             return RxWrite::Fault;
         }
-        // The data must be visible before DD [DS 7.1.6 / model §4.3].
+        // The data must be visible before DD [DS 7.1.6].
         fence(Ordering::Release);
         let n = frame.len() as u64;
         if advanced {
@@ -1599,7 +1599,7 @@ impl Port {
                 self.fault("rx", 0, head, buf, "packet buffer write");
                 return RxWrite::Fault;
             }
-            // The data must be visible before DD [DS 7.1.6 / model §4.3].
+            // The data must be visible before DD [DS 7.1.6].
             fence(Ordering::Release);
             let status = RX_DD | if done + n == total { RX_EOP } else { 0 };
             let ok = if q.advanced {
@@ -1627,7 +1627,7 @@ impl Port {
 
     // ---------------------------------------------------------------- transmit
 
-    /// Runs the transmit queues [model §4.4], appending finished frames to `batch`. Frames
+    /// Runs the transmit queues [DS 7.2], appending finished frames to `batch`. Frames
     /// leave no faster than line rate: a frame starts only when the wire is free.
     pub fn transmit(&mut self, dma: &mut impl DmaSpace, now_ps: u64, out: &mut impl TxOutput) {
         let n = self.active_tx.len();
@@ -1760,7 +1760,7 @@ impl Port {
             broadcast += b;
             multicast += m;
             commands |= cmd;
-            // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2; model §8.1].
+            // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2].
             if !head_wb && (cmd & TX_RS != 0 || always_write_back) {
                 // DD in the status byte, the rest of the upper dword kept [DS 7.2.3.2.2].
                 ring.write_dword3(dma, head, (qword1 >> 32) as u32 | 1);
@@ -1864,7 +1864,7 @@ impl Port {
             }
         }
         if q.head_wb.is_some() {
-            // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2; model §8.1].
+            // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2].
             *write_head_back |= cmd & TX_RS != 0;
         } else if cmd & TX_RS != 0 || q.wthresh > 0 {
             // DD in the status byte, the rest of the upper dword kept [DS 7.2.3.2.2].

@@ -1,4 +1,4 @@
-//! PCI configuration space of one 82599ES function (model §1.2).
+//! PCI configuration space of one 82599ES function [DS 9.3].
 //!
 //! The `config` file is shared between the driver (pread/pwrite, as through sysfs) and nicsim,
 //! which polls it: read-only fields are restored when overwritten, COMMAND's memory-space and

@@ -1,7 +1,7 @@
 //! A small reference driver for nicsim's own tests, benchmark and demo (not the product driver).
 //!
-//! It brings a port up the way the two driver families we follow do, from the datasheet
-//! sequences in `shared/reference/82599-model.md` §6:
+//! It brings a port up the way the two driver families we follow do, each ordering the
+//! datasheet's initialisation [DS 4.6.3] its own way:
 //! - [`IxyQueue`]: ixy style — global reset, link setup, advanced descriptors, DD write-back,
 //!   RDT = last processed descriptor; a copying driver with one buffer per descriptor.
 //! - [`TinyAgent`]: TinyNF style — master disable before reset, legacy descriptors, one ring
@@ -61,7 +61,7 @@ impl Device {
         })
     }
 
-    /// Global reset and general configuration, ixy style [model §6(a) steps 2–8].
+    /// Global reset and general configuration, ixy style [DS 4.6.3].
     pub fn init_ixy(&self) -> Result<(), String> {
         self.write(EIMC, 0x7FFF_FFFF); // [DS 4.6.3.1]
         self.write(CTRL, CTRL_RST | CTRL_LNK_RST); // [DS 4.6.3.2]
@@ -97,7 +97,7 @@ impl Device {
         wait_until("link up", Duration::from_secs(10), || self.read(LINKS) & (1 << 30) != 0)
     }
 
-    /// Master disable, reset and global configuration, TinyNF style [model §6(b) steps 2–13].
+    /// Master disable, reset and global configuration, TinyNF style [DS 4.6.3].
     pub fn init_tinynf(&self) -> Result<(), String> {
         for q in 0..QUEUES as u32 {
             self.clear(rxdctl(q), RXDCTL_ENABLE);
@@ -174,7 +174,7 @@ impl Device {
         self.read(fcrth(0)) & FCRTH_FCEN != 0
     }
 
-    /// Enables the receive path once queue 0 is set up [DS 4.6.7; model §6(b) step 16].
+    /// Enables the receive path once queue 0 is set up [DS 4.6.7].
     fn start_receive(&self) -> Result<(), String> {
         self.set(SECRXCTRL, SECRXCTRL_RX_DIS);
         self.wait(SECRXSTAT, 1, 1)?;
@@ -202,7 +202,7 @@ pub struct IxyQueue {
 
 impl IxyQueue {
     /// Sets up RX and TX queue 0 of `dev` (already through [`Device::init_ixy`]) with `n`
-    /// descriptors each, and enables them [model §6(a) steps 9–16].
+    /// descriptors each, and enables them [DS 4.6.7, 4.6.8].
     pub fn new(dev: &Device, n: u32, backing: DmaBacking) -> Result<IxyQueue, String> {
         let ring = n as usize * 16;
         let (rx_ring, tx_ring) = (0, ring.next_multiple_of(4096));
@@ -348,7 +348,7 @@ pub struct TinyAgent {
 
 impl TinyAgent {
     /// Sets up the shared ring: TX queue on `output` (the first disabled one), RX queue 0 on
-    /// `input` [model §6(b) steps 14–17]. Both devices must be through [`Device::init_tinynf`].
+    /// `input` [DS 4.6.7, 4.6.8]. Both devices must be through [`Device::init_tinynf`].
     pub fn new(input: &Device, output: &Device) -> Result<TinyAgent, String> {
         let ring_bytes = TINY_RING as usize * 16;
         let mem = DmaMemory::allocate(ring_bytes + 64 + TINY_RING as usize * BUF, DmaBacking::AnonymousHugetlb)

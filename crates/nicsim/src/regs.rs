@@ -1,10 +1,10 @@
 //! 82599 BAR0 register map: offsets, reset values, read-only and reserved bits.
 //!
 //! Section numbers are those of the Intel 82599 10 GbE Controller Datasheet rev. 3.3 ("DS").
-//! Facts come from `shared/reference/82599-model.md` §2; where the sources disagree the
-//! choice made there (§8) is followed and cited as "model §8.n".
+//! Where the datasheet and what drivers observed on real parts disagree, nicsim follows the
+//! parts, and docs/nicsim.md says where.
 
-/// BAR0 size: 128 KiB [DS 8.1; model §1.3].
+/// BAR0 size: 128 KiB [DS 8.1].
 pub const BAR0_LEN: usize = 0x20000;
 /// Number of 32-bit registers in BAR0.
 pub const BAR0_DWORDS: usize = BAR0_LEN / 4;
@@ -254,7 +254,7 @@ const fn spec(name: &'static str, reset: u32, read_only: u32, reserved: u32, sec
     RegSpec { name, reset, read_only, reserved, section }
 }
 
-/// Canonical offset for an 82598-compatible alias (model §2.2): SRRCTL(0–15) at 0x02100,
+/// Canonical offset for an 82598-compatible alias: SRRCTL(0–15) at 0x02100,
 /// DCA_RXCTRL(0–15) at 0x02200, RAL/RAH(0–15) at 0x05400, QPTC(0–15) at 0x08680. Aliases share
 /// storage with the canonical register; nicsim mirrors writes between the two addresses.
 pub fn alias_of(offset: u32) -> Option<u32> {
@@ -340,7 +340,7 @@ fn table_spec(offset: u32) -> Option<RegSpec> {
     let in_rx_block = (0x01000..0x02000).contains(&offset) || (0x0D000..0x0E000).contains(&offset);
     if in_rx_block {
         return Some(match offset & 0x3F {
-            0x0C => spec("DCA_RXCTRL", 0x0000_B200, 0, 0, "8.2.3.11.1"), // model §8.6
+            0x0C => spec("DCA_RXCTRL", 0x0000_B200, 0, 0, "8.2.3.11.1"), // bit 12 resets to 1, drivers clear it
             0x14 => spec("SRRCTL", 0x0000_0402, 0, (0x7 << 5) | (0xFF << 14) | (0x7 << 29), "8.2.3.8.7"),
             _ => return None,
         });

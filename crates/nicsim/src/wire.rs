@@ -3,7 +3,7 @@
 //!
 //! Frames on nicsim's wire are carried without their 4-byte FCS; the FCS, preamble, SFD and
 //! inter-frame gap still count for timing: a frame of `n` bytes occupies `n + 4 + 20` byte
-//! times (82599-model §7). Time is in picoseconds since the engine started.
+//! times. Time is in picoseconds since the engine started.
 
 use crate::histogram::LatencyHistogram;
 use serde::{Deserialize, Serialize};
