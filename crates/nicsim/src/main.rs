@@ -406,7 +406,7 @@ fn print_totals(s: &Stats) -> Result<(), String> {
         let lost: u64 = p.streams.iter().map(|(_, st)| st.lost).sum();
         let reordered: u64 = p.streams.iter().map(|(_, st)| st.reordered).sum();
         cli::outln!(
-            "port {}: generated {} (skipped {}) | to driver {} (no descriptor {}, missed {}, rx off {}) | driver sent {} | sink {} lost {} reordered {} | latency p50 {} ns p99 {} ns max {} ns | DMA faults {} | lint {}",
+            "port {}: generated {} (skipped {}) | to driver {} (no descriptor {}, missed {}, rx off {}) | driver sent {} | sink {} lost {} reordered {} | latency p50 {} ns p99 {} ns max {} ns | in flight: buffer {}, RX ring {}, TX ring {} | XOFF sent {}, received {} | DMA faults {} | lint {}",
             p.port,
             p.generated,
             p.generator_skipped,
@@ -421,6 +421,11 @@ fn print_totals(s: &Stats) -> Result<(), String> {
             p.latency_ns.p50,
             p.latency_ns.p99,
             p.latency_ns.max,
+            p.in_flight.packet_buffer,
+            p.in_flight.rx_ring,
+            p.in_flight.tx_ring,
+            p.flow_control.xoff_sent,
+            p.flow_control.xoff_received,
             p.dma_faults,
             p.lint_warnings
         )?;
