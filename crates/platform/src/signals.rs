@@ -65,8 +65,3 @@ pub fn send(pid: u32, signal: Signal) -> std::io::Result<()> {
     }
     Ok(())
 }
-
-/// Sends SIGTERM to process `pid` (how a harness asks a driver to stop and print its summary).
-pub fn send_terminate(pid: u32) -> std::io::Result<()> {
-    send(pid, Signal::Terminate)
-}
