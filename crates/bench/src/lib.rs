@@ -245,7 +245,7 @@ impl Session {
         let deadline = Instant::now() + timeout;
         loop {
             let s = self.stats()?;
-            if s.ports.iter().all(|p| p.rx_queue0.0 && p.tx_queues_enabled > 0) {
+            if s.ports.iter().all(|p| p.rx_queues_enabled > 0 && p.tx_queues_enabled > 0) {
                 return Ok(());
             }
             if let Ok(Some(status)) = child.try_wait() {

@@ -11,10 +11,10 @@
 
 #![forbid(unsafe_code)]
 
-use nicsim::device::Port;
 use nicsim::dma::FlatDmaSpace;
 use nicsim::engine::{Engine, Request};
 use nicsim::pciconfig::{PciConfig, CONFIG_LEN};
+use nicsim::port::Port;
 use nicsim::regs::*;
 use nicsim::wire::TrafficSpec;
 use platform::MappedRegion;

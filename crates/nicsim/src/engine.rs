@@ -6,10 +6,10 @@
 //! ~100 µs the slow path polls the whole register file and configuration space, publishes
 //! statistics and answers control requests.
 
-use crate::device::{DeviceCounters, DmaFault, Drops, InFlight, Port, TxBatch};
 use crate::dma::DmaSpace;
 use crate::flow_control::{FlowStats, Pause};
 use crate::lint::LintWarning;
+use crate::port::{DeviceCounters, DmaFault, Drops, InFlight, Port, TxBatch};
 use crate::wire::{Direction, Generator, LatencySummary, PcapWriter, Sink, StreamStats, TrafficSpec, WireClock};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -91,8 +91,8 @@ pub struct PortStats {
     pub lint_warnings: usize,
     pub resets: u64,
     pub pcap_written: Option<u64>,
-    /// RX queue 0: enabled, faulted, head, tail, size.
-    pub rx_queue0: (bool, bool, u32, u32, u32),
+    /// Enabled receive and transmit queues.
+    pub rx_queues_enabled: usize,
     pub tx_queues_enabled: usize,
     /// Whether the transmitter is held (`nicsim traffic pause`).
     #[serde(default)]
@@ -419,7 +419,7 @@ impl<D: DmaSpace> Engine<D> {
                 lint_warnings: p.lint.entries().len(),
                 resets: p.resets,
                 pcap_written: w.pcap.as_ref().map(|c| c.written),
-                rx_queue0: p.rx_queue_state(0),
+                rx_queues_enabled: p.active_rx_queues().len(),
                 tx_queues_enabled: p.active_tx_queues().len(),
                 tx_paused: p.tx_paused,
                 flow_control: FlowStats {

@@ -7,7 +7,6 @@
 //! side (generators, sinks, loopback cables, pcap). See docs/nicsim.md.
 #![forbid(unsafe_code)]
 
-pub mod device;
 pub mod dma;
 pub mod engine;
 pub mod flow_control;
@@ -15,6 +14,7 @@ pub mod histogram;
 pub mod lint;
 pub mod pciconfig;
 pub mod peer;
+pub mod port;
 pub mod regs;
 pub mod server;
 pub mod sysfs;

@@ -7,32 +7,71 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Rule identifiers (stable; tests and tools match on them).
-pub mod rule {
-    pub const RESERVED_BITS: &str = "reserved-bits";
-    pub const READ_ONLY: &str = "read-only-write";
-    pub const FCTRL_WHILE_RXEN: &str = "fctrl-while-rx-enabled";
-    pub const QUEUE_BEFORE_RING: &str = "queue-enabled-before-ring";
-    pub const TAIL_OUTSIDE_RING: &str = "tail-outside-ring";
-    pub const RING_ALIGNMENT: &str = "ring-base-alignment";
-    pub const RING_LENGTH: &str = "ring-length";
-    pub const HEAD_WRITE: &str = "head-written-while-enabled";
-    pub const HEAD_WB_ALIGNMENT: &str = "head-write-back-alignment";
-    pub const BAR_WITHOUT_MSE: &str = "bar-access-without-memory-space";
-    pub const DMA_WITHOUT_BME: &str = "dma-without-bus-master";
-    pub const TX_DESCRIPTOR: &str = "invalid-tx-descriptor";
-    pub const TX_FRAME_SIZE: &str = "tx-frame-size";
-    pub const TAIL_BEFORE_ENABLE: &str = "tail-before-enable";
+/// What a warning is about. The names are what `nicsim lint` prints and tests match on.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rule {
+    /// A reserved bit written with other than its reset value [DS 8.2.3: "write as read"].
+    ReservedBits,
+    /// FCTRL changed while RXCTRL.RXEN = 1 [DS 8.2.3.7.1].
+    FctrlWhileRxEnabled,
+    /// A queue enabled before its ring base and length [DS 4.6.7, 4.6.8].
+    QueueEnabledBeforeRing,
+    /// RDT or TDT outside the ring [DS 7.1.9, 7.2.3.3].
+    TailOutsideRing,
+    /// A ring base not 128-byte aligned [DS 8.2.3.8.1, 8.2.3.9.5].
+    RingBaseAlignment,
+    /// A ring length not a multiple of 128 bytes up to 512 KiB [DS 8.2.3.8.3, 8.2.3.9.7].
+    RingLength,
+    /// RDH or TDH written while the queue is enabled [DS 8.2.3.8.4, 8.2.3.9.8].
+    HeadWrittenWhileEnabled,
+    /// A head write-back address not 16-byte aligned [DS 7.2.3.5.2].
+    HeadWriteBackAlignment,
+    /// BAR0 written while PCI COMMAND.MSE is 0: the write never arrives.
+    BarAccessWithoutMemorySpace,
+    /// A queue enabled while PCI COMMAND.BME is 0: the device cannot read or write its ring.
+    DmaWithoutBusMaster,
+    /// A transmit descriptor with DEXT = 1 and a DTYP that is neither data nor context [DS 7.2.3.2].
+    InvalidTxDescriptor,
+    /// A transmit frame gathered over more bytes than any frame can have.
+    TxFrameSize,
+}
+
+impl Rule {
+    /// The rule's name, as serialised.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::ReservedBits => "reserved-bits",
+            Rule::FctrlWhileRxEnabled => "fctrl-while-rx-enabled",
+            Rule::QueueEnabledBeforeRing => "queue-enabled-before-ring",
+            Rule::TailOutsideRing => "tail-outside-ring",
+            Rule::RingBaseAlignment => "ring-base-alignment",
+            Rule::RingLength => "ring-length",
+            Rule::HeadWrittenWhileEnabled => "head-written-while-enabled",
+            Rule::HeadWriteBackAlignment => "head-write-back-alignment",
+            Rule::BarAccessWithoutMemorySpace => "bar-access-without-memory-space",
+            Rule::DmaWithoutBusMaster => "dma-without-bus-master",
+            Rule::InvalidTxDescriptor => "invalid-tx-descriptor",
+            Rule::TxFrameSize => "tx-frame-size",
+        }
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// One warning.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
 pub struct LintWarning {
     pub port: usize,
     pub register: String,
     pub offset: u32,
     pub value: u32,
-    pub rule: String,
+    pub rule: Rule,
     pub message: String,
     pub count: u64,
 }
@@ -53,7 +92,7 @@ impl Lints {
     }
 
     /// Records a warning; repeats of the same (register, rule) only bump its count.
-    pub fn warn(&mut self, offset: u32, value: u32, rule: &str, message: String) {
+    pub fn warn(&mut self, offset: u32, value: u32, rule: Rule, message: String) {
         if let Some(e) = self.entries.iter_mut().find(|e| e.offset == offset && e.rule == rule) {
             e.count += 1;
             e.value = value;
@@ -64,15 +103,7 @@ impl Lints {
         }
         let register = crate::regs::name_of(offset);
         eprintln!("nicsim: lint: port {}: {register} = {value:#010x}: {message}", self.port);
-        self.entries.push(LintWarning {
-            port: self.port,
-            register,
-            offset,
-            value,
-            rule: rule.to_string(),
-            message,
-            count: 1,
-        });
+        self.entries.push(LintWarning { port: self.port, register, offset, value, rule, message, count: 1 });
     }
 
     pub fn entries(&self) -> &[LintWarning] {
@@ -81,5 +112,32 @@ impl Lints {
 
     pub fn clear(&mut self) {
         self.entries.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rule;
+
+    #[test]
+    fn rule_names_are_what_serde_writes() {
+        for rule in [
+            Rule::ReservedBits,
+            Rule::FctrlWhileRxEnabled,
+            Rule::QueueEnabledBeforeRing,
+            Rule::TailOutsideRing,
+            Rule::RingBaseAlignment,
+            Rule::RingLength,
+            Rule::HeadWrittenWhileEnabled,
+            Rule::HeadWriteBackAlignment,
+            Rule::BarAccessWithoutMemorySpace,
+            Rule::DmaWithoutBusMaster,
+            Rule::InvalidTxDescriptor,
+            Rule::TxFrameSize,
+        ] {
+            let json = serde_json::to_string(&rule).unwrap();
+            assert_eq!(json, format!("\"{}\"", rule.name()));
+            assert_eq!(serde_json::from_str::<Rule>(&json).unwrap(), rule);
+        }
     }
 }

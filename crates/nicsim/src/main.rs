@@ -479,7 +479,7 @@ fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let s: Stats = serde_json::from_value(server.request(Request::Stats)?).map_err(|e| e.to_string())?;
-        if s.ports.iter().all(|p| p.rx_queue0.0) {
+        if s.ports.iter().all(|p| p.rx_queues_enabled > 0) {
             break;
         }
         if Instant::now() > deadline {

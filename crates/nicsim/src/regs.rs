@@ -223,6 +223,79 @@ pub const fn tdwbal(q: u32) -> u32 {
 pub const fn tdwbah(q: u32) -> u32 {
     tx_block(q) + 0x3C
 }
+/// Which side of a port a queue or an access belongs to.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    Rx,
+    Tx,
+}
+
+impl std::fmt::Display for Direction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Direction::Rx => "rx",
+            Direction::Tx => "tx",
+        })
+    }
+}
+
+/// A register of one queue's block, named by its offset in the block: the same layout for
+/// receive [DS 8.2.3.8] and transmit [DS 8.2.3.9] queues except where noted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueRegister {
+    /// RDBAL / TDBAL (+0x00).
+    BaseLow,
+    /// RDBAH / TDBAH (+0x04).
+    BaseHigh,
+    /// RDLEN / TDLEN (+0x08).
+    Length,
+    /// RDH / TDH (+0x10).
+    Head,
+    /// SRRCTL (+0x14), receive only.
+    SplitReceiveControl,
+    /// RDT / TDT (+0x18).
+    Tail,
+    /// RXDCTL / TXDCTL (+0x28).
+    Control,
+    /// TDWBAL (+0x38), transmit only.
+    HeadWriteBackLow,
+    /// TDWBAH (+0x3C), transmit only.
+    HeadWriteBackHigh,
+    /// Any other dword of the block (DCA control, statistics).
+    Other,
+}
+
+/// The queue register at `offset`, if it is in a queue block: its direction, queue and name.
+pub fn queue_register(offset: u32) -> Option<(Direction, u32, QueueRegister)> {
+    let (direction, q) = match offset {
+        0x01000..=0x01FFF => (Direction::Rx, (offset - 0x01000) / 0x40),
+        0x0D000..=0x0DFFF => (Direction::Rx, 64 + (offset - 0x0D000) / 0x40),
+        0x06000..=0x07FFF => (Direction::Tx, (offset - 0x06000) / 0x40),
+        _ => return None,
+    };
+    let block = match direction {
+        Direction::Rx => rx_block(q),
+        Direction::Tx => tx_block(q),
+    };
+    let name = match (direction, offset - block) {
+        (_, 0x00) => QueueRegister::BaseLow,
+        (_, 0x04) => QueueRegister::BaseHigh,
+        (_, 0x08) => QueueRegister::Length,
+        (_, 0x10) => QueueRegister::Head,
+        (Direction::Rx, 0x14) => QueueRegister::SplitReceiveControl,
+        (_, 0x18) => QueueRegister::Tail,
+        (_, 0x28) => QueueRegister::Control,
+        (Direction::Tx, 0x38) => QueueRegister::HeadWriteBackLow,
+        (Direction::Tx, 0x3C) => QueueRegister::HeadWriteBackHigh,
+        _ => QueueRegister::Other,
+    };
+    Some((direction, q, name))
+}
+
+/// The receive address registers RAL(0)–RAH(127) [DS 8.2.3.7.8, 8.2.3.7.9].
+pub const RAR_RANGE: std::ops::RangeInclusive<u32> = ral(0)..=rah(127);
+
 pub const TXDCTL_WTHRESH_SHIFT: u32 = 16;
 pub const TXDCTL_ENABLE: u32 = 1 << 25;
 pub const TXDCTL_SWFLSH: u32 = 1 << 26;
@@ -435,6 +508,18 @@ mod tests {
         assert_eq!(tdt(127), 0x06018 + 0x40 * 127);
         assert_eq!(tdwbal(1), 0x06078);
         assert_eq!(srrctl(3), 0x010D4);
+    }
+
+    #[test]
+    fn queue_registers_are_named_by_their_place_in_the_block() {
+        assert_eq!(queue_register(rdt(0)), Some((Direction::Rx, 0, QueueRegister::Tail)));
+        assert_eq!(queue_register(rxdctl(70)), Some((Direction::Rx, 70, QueueRegister::Control)));
+        assert_eq!(queue_register(srrctl(3)), Some((Direction::Rx, 3, QueueRegister::SplitReceiveControl)));
+        assert_eq!(queue_register(tdh(127)), Some((Direction::Tx, 127, QueueRegister::Head)));
+        assert_eq!(queue_register(tdwbah(5)), Some((Direction::Tx, 5, QueueRegister::HeadWriteBackHigh)));
+        assert_eq!(queue_register(tx_block(2) + 0x14), Some((Direction::Tx, 2, QueueRegister::Other)));
+        assert_eq!(queue_register(qprc(0)), Some((Direction::Rx, 0, QueueRegister::Other)));
+        assert_eq!(queue_register(FCTRL), None);
     }
 
     #[test]

@@ -1,10 +1,10 @@
 //! `nicsim serve`: creates the devices, runs the engine, answers the control socket, and
 //! removes everything it created when it stops. Also the client side of the socket.
 
-use crate::device::Port;
 use crate::dma::ProcDmaSpace;
 use crate::engine::{self, Command, Engine, Request};
 use crate::pciconfig::{PciConfig, CONFIG_LEN};
+use crate::port::Port;
 use crate::regs::BAR0_LEN;
 use crate::sysfs;
 use platform::MappedRegion;

@@ -4,10 +4,10 @@
 mod common;
 
 use common::twice;
-use nicsim::device::{Port, TxBatch};
 use nicsim::dma::{DmaSpace, FlatDmaSpace, Location, Window};
-use nicsim::lint::rule;
+use nicsim::lint::Rule;
 use nicsim::pciconfig::{PciConfig, CONFIG_LEN};
+use nicsim::port::{Port, TxBatch};
 use nicsim::regs::*;
 use nicsim::wire::{Generator, LatencySummary, Sink, TrafficSpec, WireClock};
 use platform::MappedRegion;
@@ -70,8 +70,8 @@ impl Rig {
         self.port.scan_all();
         self.port.poll_doorbells();
     }
-    fn lint_rules(&self) -> Vec<String> {
-        self.port.lint.entries().iter().map(|w| w.rule.clone()).collect()
+    fn lint_rules(&self) -> Vec<Rule> {
+        self.port.lint.entries().iter().map(|w| w.rule).collect()
     }
     fn mem(&self) -> &MappedRegion {
         &self.dma.flat.region
@@ -210,19 +210,19 @@ fn lint_reserved_bits_fctrl_and_ring_rules() {
     r.wr(tdt(1), 5000); // outside a ring of 62 descriptors
     let rules = r.lint_rules();
     for want in [
-        rule::RESERVED_BITS,
-        rule::FCTRL_WHILE_RXEN,
-        rule::QUEUE_BEFORE_RING,
-        rule::RING_ALIGNMENT,
-        rule::RING_LENGTH,
-        rule::TAIL_OUTSIDE_RING,
+        Rule::ReservedBits,
+        Rule::FctrlWhileRxEnabled,
+        Rule::QueueEnabledBeforeRing,
+        Rule::RingBaseAlignment,
+        Rule::RingLength,
+        Rule::TailOutsideRing,
     ] {
-        assert!(rules.iter().any(|x| x == want), "missing {want} in {rules:?}");
+        assert!(rules.contains(&want), "missing {want} in {rules:?}");
     }
     let reserved: Vec<_> =
-        r.port.lint.entries().iter().filter(|w| w.rule == rule::RESERVED_BITS).map(|w| w.register.clone()).collect();
+        r.port.lint.entries().iter().filter(|w| w.rule == Rule::ReservedBits).map(|w| w.register.clone()).collect();
     assert!(reserved.contains(&"EIMC".to_string()) && reserved.contains(&"DMATXCTL".to_string()), "{reserved:?}");
-    let msg = &r.port.lint.entries().iter().find(|w| w.rule == rule::FCTRL_WHILE_RXEN).unwrap().message;
+    let msg = &r.port.lint.entries().iter().find(|w| w.rule == Rule::FctrlWhileRxEnabled).unwrap().message;
     assert!(msg.contains("8.2.3.7.1"), "cites the datasheet: {msg}");
 }
 
@@ -242,7 +242,16 @@ fn bar_writes_without_memory_space_are_dropped() {
     r.cfg.write_u16(4, 0);
     r.wr(HLREG0, 0);
     assert_eq!(r.rd(HLREG0), 0x0801_2C0B);
-    assert!(r.lint_rules().contains(&rule::BAR_WITHOUT_MSE.to_string()));
+    assert!(r.lint_rules().contains(&Rule::BarAccessWithoutMemorySpace));
+}
+
+#[test]
+fn a_queue_enabled_without_bus_mastering_is_reported() {
+    let mut r = Rig::new();
+    r.cfg.write_u16(4, 0b010); // memory space, no bus master
+    r.sync();
+    r.rx_ring(64, true, true);
+    assert!(r.lint_rules().contains(&Rule::DmaWithoutBusMaster), "{:?}", r.port.lint.entries());
 }
 
 #[test]
@@ -411,16 +420,16 @@ fn dma_outside_driver_memory_faults_and_stops_only_that_queue() {
     assert_eq!(out.len(), 1, "queue 1 still transmits");
     assert_eq!(r.port.fault_count, 1);
     let f = &r.port.faults[0];
-    assert_eq!((f.direction.as_str(), f.queue, f.descriptor, f.address), ("tx", 0, 0, 0x1000));
-    assert!(r.port.tx_queue_state(0).1, "queue 0 stopped");
-    assert_eq!(r.port.tx_queue_state(0).2, 0, "and did not move past the bad descriptor");
+    assert_eq!((f.direction, f.queue, f.descriptor, f.address), (nicsim::regs::Direction::Tx, 0, 0, 0x1000));
+    assert!(r.port.tx_queue_state(0).faulted, "queue 0 stopped");
+    assert_eq!(r.port.tx_queue_state(0).head, 0, "and did not move past the bad descriptor");
     // Receive: a descriptor pointing beyond the region.
     r.rx_ring(8, false, true);
     r.mem().write_u64(0, DMA_BASE + DMA_LEN as u64 - 10);
     r.wr(rdt(0), 7);
     r.port.receive(&mut r.dma, &frame(60, 2));
     assert_eq!(r.port.fault_count, 2);
-    assert!(r.port.rx_queue_state(0).1);
+    assert!(r.port.rx_queue_state(0).faulted);
     assert_eq!(r.mem().read_u64(8), 0, "no write-back for the faulted descriptor");
     r.wr(rxdctl(0), 0);
     r.mem().write_u64(0, DMA_BASE + 0x10000);
@@ -531,7 +540,7 @@ fn receive_runs_write_and_count_exactly_as_single_receives() {
                         for i in 0..16usize {
                             r.mem().write_u64(i * 16, DMA_BASE + 0x10000 + i as u64 * 2048);
                         }
-                        let head = r.port.rx_queue_state(0).2;
+                        let head = r.port.rx_queue_state(0).head;
                         r.wr(rdt(0), (head + 15) % 16);
                         r.port.drain_fifo(&mut r.dma);
                     }
@@ -668,7 +677,7 @@ fn generated_bursts_write_and_count_exactly_as_frame_by_frame() {
                     if round == 20 {
                         // A buffer outside the driver's memory, met in the middle of a burst.
                         for r in rigs.iter_mut() {
-                            let head = r.port.rx_queue_state(0).2 as usize;
+                            let head = r.port.rx_queue_state(0).head as usize;
                             r.mem().write_u64(((head + 2) % 16) * 16, DMA_BASE + DMA_LEN as u64 + 4096);
                         }
                     }
@@ -688,7 +697,7 @@ fn generated_bursts_write_and_count_exactly_as_frame_by_frame() {
                                 r.mem().write_u64(i * 16, DMA_BASE + 0x10000 + i as u64 * 2048);
                             }
                         }
-                        let head = r.port.rx_queue_state(0).2;
+                        let head = r.port.rx_queue_state(0).head;
                         r.wr(rdt(0), (head + 13) % 16);
                         r.port.drain_fifo(&mut r.dma);
                     }
@@ -727,7 +736,7 @@ fn written_back(r: &Rig, i: usize, advanced: bool) -> Option<u64> {
 
 #[test]
 fn receive_descriptors_are_written_back_by_chunks_and_all_when_the_run_ends() {
-    use nicsim::device::RX_WRITE_BACK_CHUNK;
+    use nicsim::port::RX_WRITE_BACK_CHUNK;
     let chunk = RX_WRITE_BACK_CHUNK as usize;
     // Rings shorter than a chunk, and longer ones whose last chunk is short: chunks end at the
     // end of the ring too.
@@ -919,12 +928,12 @@ fn a_tail_moved_during_an_iteration_is_seen_before_frames_are_dropped() {
                     let dd = if advanced { qword1 & 1 } else { qword1 >> 32 & 1 };
                     assert_eq!(dd == 1, (i as u64) < room, "{what}: DD of descriptor {i}");
                 }
-                let warned = r.lint_rules().contains(&rule::TAIL_OUTSIDE_RING.to_string());
+                let warned = r.lint_rules().contains(&Rule::TailOutsideRing);
                 assert!(!warned, "{what}: nothing reported before the poll");
                 r.sync();
-                let warned = r.lint_rules().contains(&rule::TAIL_OUTSIDE_RING.to_string());
+                let warned = r.lint_rules().contains(&Rule::TailOutsideRing);
                 assert_eq!(warned, new_tail == 99, "{what}: the poll reports a tail outside the ring");
-                assert_eq!(r.port.rx_queue_state(0).2, room as u32, "{what}: head");
+                assert_eq!(r.port.rx_queue_state(0).head, room as u32, "{what}: head");
             }
         }
     }

@@ -251,7 +251,7 @@ fn dma_fault_stops_the_queue_and_nicsim_serves_on() {
     };
     assert_eq!(s.ports[0].dma_faults, 1);
     let f = &s.ports[0].faults[0];
-    assert_eq!((f.direction.as_str(), f.queue, f.descriptor, f.address), ("tx", 0, i, 0x1000));
+    assert_eq!((f.direction, f.queue, f.descriptor, f.address), (nicsim::regs::Direction::Tx, 0, i, 0x1000));
     assert_eq!(s.ports[0].device.gptc, 1, "the frame before it was sent");
     // nicsim survives and serves the other port.
     sim.req(Request::Start {

@@ -6,10 +6,10 @@
 mod common;
 
 use common::twice;
-use nicsim::device::Port;
 use nicsim::dma::FlatDmaSpace;
 use nicsim::engine::{Engine, Request};
 use nicsim::pciconfig::{PciConfig, CONFIG_LEN};
+use nicsim::port::Port;
 use nicsim::regs::*;
 use nicsim::wire::{parse_payload, TrafficSpec};
 use platform::MappedRegion;

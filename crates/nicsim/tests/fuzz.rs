@@ -12,10 +12,10 @@
 mod common;
 
 use common::twice;
-use nicsim::device::Port;
 use nicsim::dma::{DmaSpace, Location, Window};
 use nicsim::engine::{self, Command, Engine, Request};
 use nicsim::pciconfig::{PciConfig, CONFIG_LEN};
+use nicsim::port::Port;
 use nicsim::regs::*;
 use nicsim::wire::{TrafficSpec, MAX_FRAME, MIN_FRAME};
 use platform::MappedRegion;

@@ -134,7 +134,7 @@ impl Sim {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let s = self.stats();
-            if s.ports.iter().all(|p| p.rx_queue0.0 && p.tx_queues_enabled > 0) {
+            if s.ports.iter().all(|p| p.rx_queues_enabled > 0 && p.tx_queues_enabled > 0) {
                 // Both agents are set up once both RX queues run; give the loop a moment.
                 std::thread::sleep(Duration::from_millis(100));
                 return;
@@ -367,7 +367,7 @@ pub fn every_frame_length(driver: Driver, mode: &str, rewrite: &str) {
         } else {
             // Unchanged: generated for port 0's own address, from nicsim's generator.
             let mut m = [0u8; 12];
-            m[..6].copy_from_slice(&nicsim::device::default_mac(0));
+            m[..6].copy_from_slice(&nicsim::port::default_mac(0));
             m[6..].copy_from_slice(&f[6..12]);
             m
         };

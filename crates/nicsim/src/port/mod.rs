@@ -1,0 +1,348 @@
+//! One 82599ES port: register semantics, receive and transmit queue engines, statistics.
+//!
+//! The driver reads and writes BAR0 as plain shared memory. nicsim keeps a shadow copy of the
+//! register file and [`Port::scan`] compares the two: every difference is a driver write, to
+//! which the device reacts (self-clearing bits, resets, queue enables, read-only bits restored).
+//! Doorbells (RDT, TDT) of enabled queues are read on every engine iteration instead
+//! ([`Port::poll_doorbells`]). What nicsim itself changes (heads, status, counters) it writes to
+//! both the BAR and the shadow.
+//!
+//! Each file holds one `impl Port` block: [`registers`] (driver writes and their effects),
+//! [`rx`] (receive, packet buffer), [`rx_run`] (the receive fast path), [`tx`] (both transmit
+//! paths) with [`tx_output`] (where sent frames go), [`faults`] (DMA faults) and [`stats`].
+
+mod faults;
+mod registers;
+mod rx;
+mod rx_run;
+mod stats;
+mod tx;
+mod tx_output;
+
+pub use crate::regs::Direction;
+pub use faults::{Access, DmaFault};
+pub use registers::{PRIORITY_REGISTERS, SWEEP_DWORDS};
+pub use rx_run::{RxRun, RX_WRITE_BACK_CHUNK};
+pub use stats::{DeviceCounters, Drops, InFlight, QueueState};
+pub use tx_output::{TxBatch, TxOutput};
+
+use crate::dma;
+use crate::flow_control::{FlowConfig, FlowControl};
+use crate::lint::Lints;
+use crate::pciconfig::PciConfig;
+use crate::regs::*;
+use crate::wire::WireClock;
+use platform::MappedRegion;
+use std::collections::VecDeque;
+use tx::TX_DESCRIPTORS_PER_CALL;
+
+/// Receive descriptor status bits (legacy byte 12 / advanced status_error) [DS 7.1.5, 7.1.6].
+const RX_DD: u64 = 1 << 0;
+const RX_EOP: u64 = 1 << 1;
+/// Transmit command bits in descriptor byte 11 [DS 7.2.3.2.2, 7.2.3.2.4].
+const TX_EOP: u8 = 1 << 0;
+const TX_IFCS: u8 = 1 << 1;
+const TX_RS: u8 = 1 << 3;
+const TX_DEXT: u8 = 1 << 5;
+
+/// Where a frame goes without RSS, VT or filters: queue 0 [DS 7.1.2].
+const DEFAULT_RX_QUEUE: u32 = 0;
+
+/// One receive queue's state as the device keeps it (its registers are in the BAR).
+#[derive(Debug, Clone, Copy, Default)]
+struct RxQueue {
+    enabled: bool,
+    faulted: bool,
+    base: u64,
+    size: u32,
+    head: u32,
+    tail: u32,
+    advanced: bool,
+    buf_size: usize,
+    drop_en: bool,
+    stat: usize,
+    /// The ring, resolved at its first use (see [`dma::Ring`]).
+    ring: Option<dma::Ring>,
+}
+
+/// One transmit queue's state, with the frame it is gathering from several descriptors.
+#[derive(Debug, Default)]
+struct TxQueue {
+    enabled: bool,
+    faulted: bool,
+    base: u64,
+    size: u32,
+    head: u32,
+    tail: u32,
+    head_wb: Option<u64>,
+    wthresh: u32,
+    frame: Vec<u8>,
+    frame_bad: bool,
+    stat: usize,
+}
+
+/// The bus address of descriptor `index` of a ring at `base`. Both come from the driver: an
+/// address that wraps past 2^64 resolves nowhere and is reported as a DMA fault.
+#[inline(always)]
+fn descriptor_address(base: u64, index: u32) -> u64 {
+    base.wrapping_add(u64::from(index) * 16)
+}
+
+/// Descriptors from `head` up to (not including) `tail` in a ring of `size`: what the device
+/// owns [DS 7.1.9 receive, 7.2.3.3 transmit].
+#[inline(always)]
+fn owned_between(head: u32, tail: u32, size: u32) -> u32 {
+    if tail >= head {
+        tail - head
+    } else {
+        tail + size - head
+    }
+}
+
+/// What the per-frame receive and transmit paths need from the registers. Registers change
+/// only when [`Port::scan`] applies driver writes (or on reset), so it is derived there, and
+/// the per-frame paths read no register.
+#[derive(Debug, Clone, Copy, Default)]
+struct PathConfig {
+    /// RXCTRL.RXEN, SECRXCTRL.RX_DIS clear, bus mastering, no master disable.
+    rx_open: bool,
+    /// DMATXCTL.TE, bus mastering, no master disable.
+    tx_open: bool,
+    /// HLREG0.RXCRCSTRP [DS 8.2.3.22.8].
+    strip_crc: bool,
+    /// Longest accepted frame on the wire, FCS included, untagged and VLAN-tagged: MAXFRS.MFS
+    /// with HLREG0.JUMBOEN, otherwise 1518 / 1522 [DS 8.2.3.22.13].
+    max_untagged: usize,
+    max_tagged: usize,
+    /// FCTRL [DS 8.2.3.7.1].
+    fctrl: u32,
+    /// HLREG0.TXCRCEN, TXPADEN, LPBK.
+    tx_crc: bool,
+    tx_pad: bool,
+    loopback: bool,
+}
+
+/// A minimal EEPROM image: firmware pointers that pass DPDK's version check
+/// and a valid checksum (word 0x3F = 0xBABA − sum of words 0x00–0x3E).
+fn eeprom_image() -> [u16; 128] {
+    let mut e = [0u16; 128];
+    e[0x0F] = 0x0040;
+    e[0x44] = 0x004B;
+    e[0x52] = 0x0006;
+    let sum = e[..0x3F].iter().fold(0u16, |a, &w| a.wrapping_add(w));
+    e[0x3F] = 0xBABAu16.wrapping_sub(sum);
+    e
+}
+
+/// A port of the simulated card.
+pub struct Port {
+    pub index: usize,
+    mac: [u8; 6],
+    lan_id: u32,
+    bar: MappedRegion,
+    shadow: Vec<u32>,
+    pub config: PciConfig,
+    rx: Vec<RxQueue>,
+    tx: Vec<TxQueue>,
+    /// Enabled queues, in the order they were enabled: the ones the engine polls.
+    active_rx: Vec<u32>,
+    active_tx: Vec<u32>,
+    tx_rr: usize,
+    /// Where the transmit fast path fetches descriptors: kept between calls, because a fresh
+    /// array would be zeroed whole on every call, most of it unused.
+    tx_fetched: Box<[u8]>,
+    /// The link partner asks us to stop sending (802.3x XOFF), held until released: with
+    /// MFLCN.RFCE the transmitter sends nothing and TX rings fill, as behind a paused link.
+    pub tx_paused: bool,
+    /// 802.3x flow control: XOFF/XON to the link partner, PAUSE frames from it.
+    pub flow: FlowControl,
+    /// Valid receive addresses (RAL/RAH with AV), as [`mac_key`]s.
+    rar: Vec<u64>,
+    paths: PathConfig,
+    pub counters: DeviceCounters,
+    pub drops: Drops,
+    pub lint: Lints,
+    pub faults: Vec<DmaFault>,
+    pub fault_count: u64,
+    fifo: VecDeque<Vec<u8>>,
+    fifo_bytes: usize,
+    spare: Vec<Vec<u8>>,
+    eeprom: [u16; 128],
+    pub tx_wire: WireClock,
+    pub resets: u64,
+    sweep: usize,
+}
+
+/// The MAC address nicsim gives port `n`: locally administered 02:00:00:00:00:0n.
+pub fn default_mac(n: usize) -> [u8; 6] {
+    [0x02, 0, 0, 0, 0, n as u8]
+}
+
+/// A MAC address (the first 6 bytes of `bytes`) as one integer, so that filtering compares
+/// words instead of byte slices.
+#[inline(always)]
+fn mac_key(bytes: &[u8]) -> u64 {
+    let mut k = [0u8; 8];
+    k[..6].copy_from_slice(&bytes[..6]);
+    u64::from_le_bytes(k)
+}
+
+const BROADCAST_KEY: u64 = 0xFFFF_FFFF_FFFF;
+
+impl Port {
+    /// A port whose registers live in `bar` (BAR0, [`BAR0_LEN`] bytes) and whose PCI
+    /// configuration space is `config`. `lan_id` is the PCI function number.
+    pub fn new(index: usize, bar: MappedRegion, config: PciConfig, lan_id: u32, gbps: f64) -> Self {
+        assert_eq!(bar.len(), BAR0_LEN, "BAR0 must be {BAR0_LEN:#x} bytes");
+        let mut p = Port {
+            index,
+            mac: default_mac(index),
+            lan_id,
+            bar,
+            shadow: vec![0; BAR0_DWORDS],
+            config,
+            rx: vec![RxQueue::default(); QUEUES],
+            tx: (0..QUEUES).map(|_| TxQueue::default()).collect(),
+            active_rx: Vec::new(),
+            active_tx: Vec::new(),
+            tx_rr: 0,
+            tx_fetched: vec![0; 16 * TX_DESCRIPTORS_PER_CALL].into_boxed_slice(),
+            tx_paused: false,
+            flow: FlowControl::new(gbps),
+            rar: Vec::new(),
+            paths: PathConfig::default(),
+            counters: DeviceCounters::default(),
+            drops: Drops::default(),
+            lint: Lints::new(index),
+            faults: Vec::new(),
+            fault_count: 0,
+            fifo: VecDeque::new(),
+            fifo_bytes: 0,
+            spare: Vec::new(),
+            eeprom: eeprom_image(),
+            tx_wire: WireClock::new(gbps),
+            resets: 0,
+            sweep: 0,
+        };
+        p.reset();
+        p.resets = 0;
+        p
+    }
+
+    /// HLREG0.LPBK: transmitted frames loop back into this port's receive path.
+    pub fn loops_back(&self) -> bool {
+        self.paths.loopback
+    }
+
+    /// The device's mapping of BAR0. A driver in the same process (examples, tests) may
+    /// write registers through it as through its own mapping of the file.
+    pub fn bar(&self) -> &MappedRegion {
+        &self.bar
+    }
+
+    pub fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// The current value of a register as the device sees it.
+    pub fn reg(&self, offset: u32) -> u32 {
+        self.shadow[offset as usize / 4]
+    }
+
+    /// Device-side register write (BAR and shadow, and the 82598 alias address if any).
+    fn set_reg(&mut self, offset: u32, value: u32) {
+        let i = offset as usize / 4;
+        self.shadow[i] = value;
+        self.bar.write_u32(offset as usize, value);
+        if let Some(a) = alias_for(offset) {
+            let j = a as usize / 4;
+            self.shadow[j] = value;
+            self.bar.write_u32(a as usize, value);
+        }
+    }
+
+    /// Power-on / software reset [DS 4.6.3.2]: every register to its reset
+    /// value, queues disabled, statistics zero, MAC reloaded into RAR0, EEPROM auto-read and
+    /// DMA init done. Done synchronously, so the reset bits read 0 at once.
+    pub fn reset(&mut self) {
+        self.resets += 1;
+        self.shadow.iter_mut().for_each(|v| *v = 0);
+        self.bar.fill(0, BAR0_LEN, 0);
+        for (offset, value) in nonzero_reset_values() {
+            self.set_reg(offset, value);
+        }
+        let m = self.mac;
+        self.set_reg(ral(0), u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
+        self.set_reg(rah(0), u32::from(u16::from_le_bytes([m[4], m[5]])) | RAH_AV);
+        self.rx.iter_mut().for_each(|q| *q = RxQueue::default());
+        self.tx.iter_mut().for_each(|q| *q = TxQueue::default());
+        self.active_rx.clear();
+        self.active_tx.clear();
+        self.counters = DeviceCounters::default();
+        self.flow.reset();
+        self.fifo_clear();
+        self.rebuild_rar();
+        self.update_status();
+        self.refresh_paths();
+    }
+
+    fn update_status(&mut self) {
+        let mut s = (self.lan_id & 3) << 2 | STATUS_LINK_UP;
+        if self.config.bus_master() && self.reg(CTRL) & CTRL_GIO_DIS == 0 {
+            s |= STATUS_GIO;
+        }
+        if self.reg(STATUS) != s {
+            self.set_reg(STATUS, s);
+        }
+    }
+
+    fn rebuild_rar(&mut self) {
+        self.rar.clear();
+        for n in 0..128 {
+            let h = self.reg(rah(n));
+            if h & RAH_AV != 0 {
+                let l = self.reg(ral(n)).to_le_bytes();
+                let h = h.to_le_bytes();
+                self.rar.push(mac_key(&[l[0], l[1], l[2], l[3], h[0], h[1]]));
+            }
+        }
+    }
+
+    /// Derives [`PathConfig`] from the registers.
+    fn refresh_paths(&mut self) {
+        let dma_allowed = self.config.bus_master() && self.reg(CTRL) & CTRL_GIO_DIS == 0;
+        let hl = self.reg(HLREG0);
+        let (max_untagged, max_tagged) = if hl & HLREG0_JUMBOEN != 0 {
+            let mfs = (self.reg(MAXFRS) >> 16) as usize;
+            (mfs, mfs)
+        } else {
+            (1518, 1522)
+        };
+        self.paths = PathConfig {
+            rx_open: self.reg(RXCTRL) & RXCTRL_RXEN != 0 && self.reg(SECRXCTRL) & SECRXCTRL_RX_DIS == 0 && dma_allowed,
+            tx_open: self.reg(DMATXCTL) & DMATXCTL_TE != 0 && dma_allowed,
+            strip_crc: hl & HLREG0_RXCRCSTRP != 0,
+            max_untagged,
+            max_tagged,
+            fctrl: self.reg(FCTRL),
+            tx_crc: hl & HLREG0_TXCRCEN != 0,
+            tx_pad: hl & HLREG0_TXPADEN != 0,
+            loopback: hl & HLREG0_LPBK != 0,
+        };
+        let (high, low) = (self.reg(fcrth(0)), self.reg(fcrtl(0)));
+        self.flow.config = FlowConfig {
+            transmit: self.reg(FCCFG) & FCCFG_TFCE_MASK == FCCFG_TFCE_802_3X && high & FCRTH_FCEN != 0,
+            high: (high & FC_THRESHOLD_MASK) as usize,
+            low: (low & FC_THRESHOLD_MASK) as usize,
+            xon: low & FCRTL_XONE != 0,
+            pause_quanta: self.reg(fcttv(0)) as u16,
+            refresh_quanta: self.reg(FCRTV) as u16,
+            receive: self.reg(MFLCN) & MFLCN_RFCE != 0,
+        };
+    }
+
+    /// Whether any queue is enabled (the engine may idle when none is).
+    pub fn busy(&self) -> bool {
+        !self.active_rx.is_empty() || !self.active_tx.is_empty() || !self.fifo.is_empty()
+    }
+}

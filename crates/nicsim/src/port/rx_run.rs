@@ -1,0 +1,392 @@
+//! The receive fast path: runs of frames into one queue with what cannot change during the
+//! run checked once, descriptors fetched in bursts and written back in chunks.
+
+use super::rx::newer_rx_tail;
+use super::{mac_key, owned_between, Port, RX_DD, RX_EOP};
+use crate::dma::{DmaSpace, Ring, Windows};
+use crate::regs::FCTRL_UPE;
+use crate::wire::{
+    DueFrame, FlowFields, GeneratedBurst, Generator, WireClock, FCS_LEN, MIN_FRAME, SEQUENCE_AT, TIMESTAMP_AT,
+};
+use platform::MappedRegion;
+use std::sync::atomic::{fence, Ordering};
+
+/// Receive descriptors a run fetches at once.
+const RX_FETCH: usize = 64;
+/// Receive descriptors written back together: sixteen 64-byte lines (ring bases are 128-byte
+/// aligned [DS 8.2.3.8.1]), or fewer at the end of the ring, so a chunk never wraps. A
+/// polling driver spins on the line of its next descriptor, and every write-back moves that
+/// line between its core and ours while both use it; the fewer write-backs, the less the
+/// engine pays for a fast driver (chunks of 4, 16, 32 and 64 descriptors were timed: see
+/// docs/results.md, seventh round). A run also writes back when it ends, so no frame waits
+/// beyond the engine iteration that wrote it.
+pub const RX_WRITE_BACK_CHUNK: u32 = 64;
+const _: () = assert!(RX_WRITE_BACK_CHUNK.is_power_of_two(), "chunks are found by masking the index");
+
+/// The place of receive descriptor `index` in its write-back chunk.
+#[inline(always)]
+fn chunk_slot(index: u32) -> u32 {
+    index & (RX_WRITE_BACK_CHUNK - 1)
+}
+
+/// A run of receives into one queue on the fast path: what [`Port::receive`] checks per frame
+/// that cannot change during the run is checked once ([`Port::rx_run_begin`]), the queue's
+/// state is kept here, and statistics are added when the run ends. It takes unicast frames
+/// to the port's own address (or any unicast frame in promiscuous mode) that fit one buffer
+/// and whose buffer lies in known driver memory; any other frame ends the run and goes
+/// through [`Port::receive`], so both paths write and count frames alike.
+#[derive(Debug, Clone, Copy)]
+pub struct RxRun {
+    queue: u32,
+    ring: Ring,
+    head: u32,
+    tail: u32,
+    size: u32,
+    advanced: bool,
+    drop_en: bool,
+    /// Longest frame taken: one receive buffer, and no longer than the untagged maximum.
+    max_len: usize,
+    own_key: u64,
+    promiscuous_unicast: bool,
+    /// The pieces of memory the last packet buffers were in.
+    buffers: Windows,
+    /// Buffer addresses of the descriptors from the one at `head` when they were fetched:
+    /// `fetched` of them, the first `used` taken. The device fetches descriptors in bursts
+    /// too [DS 7.1.3.3]; the driver may not touch descriptors it gave the device.
+    addresses: [u64; RX_FETCH],
+    fetched: usize,
+    used: usize,
+    /// Descriptors from here to `head` are filled but not yet written back; their lengths
+    /// by index modulo [`RX_WRITE_BACK_CHUNK`].
+    written_back_to: u32,
+    pending_lens: [u16; RX_WRITE_BACK_CHUNK as usize],
+    /// Frames written into the ring and their bytes (without FCS), and frames dropped for
+    /// want of a descriptor and theirs; accepted frames are both together.
+    written: u64,
+    written_bytes: u64,
+    no_descriptor: u64,
+    no_descriptor_bytes: u64,
+}
+
+impl RxRun {
+    /// Writes `frame` into the ring, or drops it for want of a descriptor (SRRCTL.DROP_EN);
+    /// `false` (and nothing done) if the fast path does not cover it.
+    #[inline(always)]
+    fn push(&mut self, dma: &impl DmaSpace, bar: &MappedRegion, frame: &[u8]) -> bool {
+        self.push_with(dma, bar, frame, |_, _| {})
+    }
+
+    /// [`Self::push`] for a generated frame given as its template and the sequence fields
+    /// still to be written into it (see [`DueFrame`]).
+    #[inline(always)]
+    fn push_generated(&mut self, dma: &impl DmaSpace, bar: &MappedRegion, due: &DueFrame) -> bool {
+        let (at, seq, timestamp) = due.sequence_fields();
+        match due.flow_fields() {
+            None => self.push_with(dma, bar, due.template(), |region, offset| {
+                region.write_u64(offset + at, seq);
+                region.write_u64(offset + at + 8, timestamp);
+            }),
+            Some(f) => self.push_with(dma, bar, due.template(), |region, offset| {
+                // Big-endian in the frame: the little-endian stores of the swapped values.
+                region.write_u16(offset + FlowFields::CHECKSUM_AT, f.checksum.swap_bytes());
+                region.write_u32(offset + FlowFields::SRC_IP_AT, f.src_ip.swap_bytes());
+                region.write_u16(offset + FlowFields::SRC_PORT_AT, f.src_port.swap_bytes());
+                region.write_u64(offset + at, seq);
+                region.write_u64(offset + at + 8, timestamp);
+            }),
+        }
+    }
+
+    /// Writes the frames of a generated burst into the ring (or drops them for want of a
+    /// descriptor) as [`Self::push_generated`] would one by one, from the first; returns how
+    /// many it took. It stops where `push_generated` would return `false`, so the caller
+    /// passes the rest to the general path. The frame is checked once for the whole burst,
+    /// and each buffer with one bounds check for the copy and both fields.
+    #[inline(always)]
+    fn push_burst(&mut self, dma: &impl DmaSpace, bar: &MappedRegion, burst: &GeneratedBurst) -> usize {
+        let frame = burst.frame;
+        let len = frame.len();
+        // The frames differ only in their payload: one check for all.
+        if !self.takes(frame) {
+            return 0;
+        }
+        let mut k = 0;
+        while k < burst.count {
+            if self.head == self.tail && !self.refresh_tail(bar) {
+                // No descriptor for any of the rest: with DROP_EN each is dropped and
+                // counted in QPRDC [DS 8.2.3.2.3]; without it the slow path holds them.
+                if !self.drop_en {
+                    break;
+                }
+                let rest = (burst.count - k) as u64;
+                self.no_descriptor += rest;
+                self.no_descriptor_bytes += rest * len as u64;
+                k = burst.count;
+                break;
+            }
+            if self.used == self.fetched {
+                self.fetch(dma);
+            }
+            // Up to the next write-back point, the end of the fetched addresses, the tail or
+            // the end of the burst, whichever comes first, the loop below keeps its state in
+            // locals.
+            let owned = self.owned();
+            // Rings are multiples of 8 descriptors [DS 8.2.3.8.3], not of a chunk: the last
+            // chunk of a ring may be short, and the head must wrap exactly at its end.
+            let to_chunk = (RX_WRITE_BACK_CHUNK - chunk_slot(self.head)).min(self.size - self.head);
+            let n = (burst.count - k).min((self.fetched - self.used).min(owned.min(to_chunk) as usize));
+            let mut done = 0;
+            while done < n {
+                let buf = self.addresses[(self.used + done) % RX_FETCH];
+                // Unknown so far: the general path looks for new memory or reports the fault.
+                let Some((region, offset)) = self.buffers.find(dma, buf, len) else { break };
+                let Some(span) = dma.region(region).span::<MIN_FRAME>(offset, len) else { break };
+                let (seq, timestamp, _) = burst.fields(k + done);
+                span.write_from(frame);
+                span.write_u64::<SEQUENCE_AT>(seq);
+                span.write_u64::<TIMESTAMP_AT>(timestamp);
+                self.pending_lens[chunk_slot(self.head + done as u32) as usize] = len as u16;
+                done += 1;
+            }
+            self.used += done;
+            self.written += done as u64;
+            self.written_bytes += (done * len) as u64;
+            k += done;
+            let next = self.head + done as u32;
+            self.head = if next == self.size { 0 } else { next };
+            if chunk_slot(self.head) == 0 {
+                self.write_back(dma);
+            }
+            if done < n {
+                break;
+            }
+        }
+        k
+    }
+
+    /// Whether the run takes `frame` at all: its length fits a buffer and it passes the L2
+    /// filter [DS 7.1.1.1] for the frames runs take (the port's own address, or any unicast
+    /// address when promiscuous).
+    #[inline(always)]
+    fn takes(&self, frame: &[u8]) -> bool {
+        (MIN_FRAME..=self.max_len).contains(&frame.len())
+            && (mac_key(frame) == self.own_key || (self.promiscuous_unicast && frame[0] & 1 == 0))
+    }
+
+    /// Descriptors the device owns: from head up to (not including) tail [DS 7.1.9].
+    #[inline(always)]
+    fn owned(&self) -> u32 {
+        owned_between(self.head, self.tail, self.size)
+    }
+
+    /// See [`newer_rx_tail`]; `true` if the tail moved.
+    #[inline(never)]
+    fn refresh_tail(&mut self, bar: &MappedRegion) -> bool {
+        newer_rx_tail(bar, self.queue, self.size, self.tail).map(|t| self.tail = t).is_some()
+    }
+
+    /// [`Self::push`], with `finish(region, offset)` called after `frame` is copied to
+    /// `offset` in `region` and before its descriptor is written back.
+    #[inline(always)]
+    fn push_with(
+        &mut self,
+        dma: &impl DmaSpace,
+        bar: &MappedRegion,
+        frame: &[u8],
+        finish: impl FnOnce(&MappedRegion, usize),
+    ) -> bool {
+        if !self.takes(frame) {
+            return false;
+        }
+        let len = frame.len();
+        let n = len as u64;
+        let head = self.head;
+        if head == self.tail && !self.refresh_tail(bar) {
+            // No descriptor: dropped and counted in QPRDC, or held in the packet buffer,
+            // which the slow path does [DS 8.2.3.2.3 DROP_EN].
+            if !self.drop_en {
+                return false;
+            }
+            self.no_descriptor += 1;
+            self.no_descriptor_bytes += n;
+            return true;
+        }
+        if self.used == self.fetched {
+            self.fetch(dma);
+        }
+        let buf = self.addresses[self.used % RX_FETCH];
+        // Unknown so far: the slow path looks for new memory or reports the fault.
+        let Some((region, offset)) = self.buffers.find(dma, buf, len) else { return false };
+        let region = dma.region(region);
+        region.write_bytes(offset, frame);
+        finish(region, offset);
+        self.used += 1;
+        self.pending_lens[chunk_slot(head) as usize] = len as u16;
+        let next = if head + 1 == self.size { 0 } else { head + 1 };
+        self.head = next;
+        self.written += 1;
+        self.written_bytes += n;
+        if chunk_slot(next) == 0 {
+            self.write_back(dma);
+        }
+        true
+    }
+
+    /// Writes back the descriptors filled since the last write-back: at most one
+    /// [`RX_WRITE_BACK_CHUNK`], when it is full or when the run ends, so that no frame waits
+    /// beyond the engine iteration that wrote it. The device too writes back whole lines
+    /// rather than single descriptors [DS 7.1.6]; one store burst per chunk instead of one per
+    /// frame keeps lines from moving between our core and the polling driver's.
+    ///
+    /// Each word is stored once, in order: the driver may take a descriptor the moment its
+    /// DD shows and rewrite it (a TinyNF-style driver turns it into a transmit descriptor),
+    /// so a copy that stored some bytes twice could undo the driver's write.
+    #[inline(always)]
+    fn write_back(&mut self, dma: &impl DmaSpace) {
+        // The data must be visible before DD [DS 7.1.6].
+        fence(Ordering::Release);
+        let mut i = self.written_back_to;
+        while i != self.head {
+            let n = u64::from(self.pending_lens[chunk_slot(i) as usize]);
+            if self.advanced {
+                // Advanced write-back overwrites qword 0 (no RSS, no packet type) [DS 7.1.6.2].
+                self.ring.write(dma, i, 0, RX_DD | RX_EOP | n << 32);
+            } else {
+                // Legacy write-back leaves qword 0 (the buffer address) untouched [DS 7.1.5].
+                self.ring.write_qword1(dma, i, n | (RX_DD | RX_EOP) << 32);
+            }
+            i = if i + 1 == self.size { 0 } else { i + 1 };
+        }
+        self.written_back_to = self.head;
+    }
+
+    /// Fetches the buffer addresses of up to [`RX_FETCH`] descriptors from `head`.
+    #[inline(never)]
+    fn fetch(&mut self, dma: &impl DmaSpace) {
+        let count = (self.owned() as usize).min(RX_FETCH);
+        let mut raw = [0u8; 16 * RX_FETCH];
+        let raw = &mut raw[..count * 16];
+        self.ring.read_run(dma, self.head, raw);
+        for (a, d) in self.addresses.iter_mut().zip(raw.chunks_exact(16)) {
+            *a = u64::from_le_bytes(d[..8].try_into().unwrap_or_default());
+        }
+        self.fetched = count;
+        self.used = 0;
+    }
+}
+
+impl Port {
+    /// Starts a run of receives on the fast path (see [`RxRun`]) if the port is in the state
+    /// it covers: receiving, CRC stripped, the queue frames go to enabled with its ring in one
+    /// piece of driver memory, nothing held in the packet buffer. Every frame of the run must
+    /// then go through [`Self::rx_run_frame`], and the run end with [`Self::rx_run_end`]. A run
+    /// takes the frames of one queue: all frames until RSS exists (see `Port::rx_queue_for`).
+    #[inline]
+    pub fn rx_run_begin(&mut self, dma: &mut impl DmaSpace) -> Option<RxRun> {
+        let cfg = self.paths;
+        let queue = super::DEFAULT_RX_QUEUE;
+        let q = &self.rx[queue as usize];
+        if !(cfg.rx_open && cfg.strip_crc && q.enabled && !q.faulted && q.size > 0 && self.fifo.is_empty()) {
+            return None;
+        }
+        let ring = self.rx_ring(dma, queue)?;
+        let q = &self.rx[queue as usize];
+        Some(RxRun {
+            queue,
+            ring,
+            head: q.head,
+            tail: q.tail,
+            size: q.size,
+            advanced: q.advanced,
+            drop_en: q.drop_en,
+            max_len: q.buf_size.min(cfg.max_untagged.saturating_sub(FCS_LEN)),
+            // RAR(0) holds the port's own address unless the driver cleared it; keys are 48
+            // bits, so u64::MAX matches nothing.
+            own_key: self.rar.first().copied().unwrap_or(u64::MAX),
+            promiscuous_unicast: cfg.fctrl & FCTRL_UPE != 0,
+            buffers: Windows::EMPTY,
+            addresses: [0; RX_FETCH],
+            fetched: 0,
+            used: 0,
+            written_back_to: q.head,
+            pending_lens: [0; RX_WRITE_BACK_CHUNK as usize],
+            written: 0,
+            written_bytes: 0,
+            no_descriptor: 0,
+            no_descriptor_bytes: 0,
+        })
+    }
+
+    /// One frame from the wire during a run: on the fast path if it takes it, otherwise
+    /// through [`Self::receive`], after which a new run starts if the state allows.
+    #[inline(always)]
+    pub fn rx_run_frame(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, frame: &[u8]) {
+        if let Some(r) = run.as_mut() {
+            if r.push(&*dma, &self.bar, frame) {
+                return;
+            }
+        }
+        self.rx_run_slow(dma, run, frame);
+    }
+
+    /// [`Self::rx_run_frame`] for a generated frame. The fast path writes the template and
+    /// then the sequence fields into the buffer. Patching the template first and copying it
+    /// would load bytes just stored, and that load waits until the stores reach the cache,
+    /// which happens only after the previous frame's buffer line arrived from the driver's
+    /// core.
+    #[inline(always)]
+    pub fn rx_run_generated(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, due: &mut DueFrame) {
+        if let Some(r) = run.as_mut() {
+            if r.push_generated(&*dma, &self.bar, due) {
+                return;
+            }
+        }
+        self.rx_run_slow(dma, run, due.frame());
+    }
+
+    /// Delivers what the generator has due at `now_ps` (at most `max`) on the fast path, as
+    /// one burst (see [`Generator::deliver_burst`]); returns how many frames it took. The
+    /// rest, if any, go frame by frame through [`Self::rx_run_generated`].
+    #[inline(always)]
+    pub fn rx_run_generated_burst(
+        &mut self,
+        dma: &impl DmaSpace,
+        run: &mut Option<RxRun>,
+        generator: &mut Generator,
+        wire: &mut WireClock,
+        now_ps: u64,
+        max: usize,
+    ) -> usize {
+        let Some(r) = run.as_mut() else { return 0 };
+        let bar = &self.bar;
+        generator.deliver_burst(now_ps, wire, max, |burst| r.push_burst(dma, bar, burst))
+    }
+
+    #[inline(never)]
+    fn rx_run_slow(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, frame: &[u8]) {
+        self.rx_run_end(&*dma, run.take());
+        self.receive(dma, frame);
+        *run = self.rx_run_begin(dma);
+    }
+
+    /// Ends a run: the queue's head and the statistics take what the run did.
+    #[inline]
+    pub fn rx_run_end(&mut self, dma: &impl DmaSpace, run: Option<RxRun>) {
+        let Some(mut r) = run else { return };
+        r.write_back(dma);
+        let c = &mut self.counters;
+        let q = &mut self.rx[r.queue as usize];
+        // RDH itself is published once per engine iteration; the run may have seen a newer RDT.
+        q.head = r.head;
+        q.tail = r.tail;
+        // What receive() counts for an accepted frame, CRC stripped [DS 8.2.3.23].
+        let (frames, bytes) = (r.written + r.no_descriptor, r.written_bytes + r.no_descriptor_bytes);
+        c.tpr += frames;
+        c.tor += bytes + frames * FCS_LEN as u64;
+        c.gprc += frames;
+        c.gorc += bytes;
+        c.qprc[q.stat] += r.written;
+        c.qbrc[q.stat] += r.written_bytes;
+        c.qprdc[q.stat] += r.no_descriptor;
+    }
+}
