@@ -10,7 +10,7 @@ use crate::dma::DmaSpace;
 use crate::flow_control::{FlowStats, Pause};
 use crate::lint::LintWarning;
 use crate::port::{DeviceCounters, DmaFault, Drops, InFlight, Port, TxBatch};
-use crate::wire::{Direction, Generator, LatencySummary, PcapWriter, Sink, StreamStats, TrafficSpec, WireClock};
+use crate::wire::{Captured, Generator, LatencySummary, PcapWriter, Sink, StreamStats, TrafficSpec, WireClock};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
@@ -41,7 +41,7 @@ pub enum Request {
     /// Zero sinks, generator counts and device statistics.
     ResetCounters,
     /// Capture frames of a port into a pcap file.
-    Pcap { port: usize, path: String, direction: Direction, count: Option<u64> },
+    Pcap { port: usize, path: String, direction: Captured, count: Option<u64> },
     /// Stop a capture and flush the file.
     PcapStop { port: usize },
     /// Hold (or release) a port's transmitter, as a link partner's flow-control pause does.
@@ -179,7 +179,7 @@ impl<D: DmaSpace> Engine<D> {
             p.poll_doorbells();
         }
         for i in 0..ports.len() {
-            let captured = wires[i].pcap.as_ref().is_some_and(|p| p.direction != Direction::Rx);
+            let captured = wires[i].pcap.as_ref().is_some_and(|p| p.direction != Captured::Rx);
             if wires[i].cable.is_none() && !ports[i].loops_back() && !captured {
                 // Only the sink sees these frames: it reads them in driver memory.
                 ports[i].transmit(dma, now_ps, &mut wires[i].sink);
@@ -193,7 +193,7 @@ impl<D: DmaSpace> Engine<D> {
             if batch.is_empty() {
                 continue;
             }
-            if let Some(pcap) = wires[i].pcap.as_mut().filter(|p| p.direction != Direction::Rx) {
+            if let Some(pcap) = wires[i].pcap.as_mut().filter(|p| p.direction != Captured::Rx) {
                 for (frame, end_ps) in batch.iter() {
                     let _ = pcap.record(frame, end_ps);
                 }
@@ -213,7 +213,7 @@ impl<D: DmaSpace> Engine<D> {
                 if !batch.loopback {
                     // Across the cable: paced by the other port's receive side, seen by its capture.
                     w.rx_clock.send(now_ps, frame.len());
-                    if let Some(pcap) = w.pcap.as_mut().filter(|p| p.direction != Direction::Tx) {
+                    if let Some(pcap) = w.pcap.as_mut().filter(|p| p.direction != Captured::Tx) {
                         let _ = pcap.record(frame, end_ps);
                     }
                 }
@@ -238,7 +238,7 @@ impl<D: DmaSpace> Engine<D> {
                 continue;
             }
             let port = &mut ports[i];
-            let mut pcap = w.pcap.as_mut().filter(|p| p.direction != Direction::Tx);
+            let mut pcap = w.pcap.as_mut().filter(|p| p.direction != Captured::Tx);
             let mut run = port.rx_run_begin(dma);
             let mut allowed = allowed;
             if pcap.is_none() {

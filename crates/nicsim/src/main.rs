@@ -6,7 +6,7 @@
 use clap::{Parser, Subcommand};
 use nicsim::engine::{PortStats, Request, Stats};
 use nicsim::server::{self, ServeOptions, Server};
-use nicsim::wire::{line_rate_pps, Direction, TrafficSpec};
+use nicsim::wire::{line_rate_pps, Captured, TrafficSpec};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -71,7 +71,7 @@ enum Cmd {
         #[arg(long)]
         file: Option<PathBuf>,
         #[arg(long, default_value = "tx", value_parser = parse_direction)]
-        direction: Direction,
+        direction: Captured,
         /// Stop after this many frames.
         #[arg(long, value_parser = cli::at_least_one)]
         count: Option<u64>,
@@ -159,11 +159,11 @@ fn parse_cable(s: &str) -> Result<(usize, usize), String> {
     Ok((a.parse().map_err(|_| "bad port")?, b.parse().map_err(|_| "bad port")?))
 }
 
-fn parse_direction(s: &str) -> Result<Direction, String> {
+fn parse_direction(s: &str) -> Result<Captured, String> {
     match s {
-        "tx" => Ok(Direction::Tx),
-        "rx" => Ok(Direction::Rx),
-        "both" => Ok(Direction::Both),
+        "tx" => Ok(Captured::Tx),
+        "rx" => Ok(Captured::Rx),
+        "both" => Ok(Captured::Both),
         _ => Err("direction is tx, rx or both".into()),
     }
 }

@@ -6,7 +6,7 @@ use nicsim::engine::{Request, Stats};
 use nicsim::peer::{rewrite_macs, Device, IxyQueue, TinyAgent};
 use nicsim::regs::*;
 use nicsim::server;
-use nicsim::wire::{parse_payload, read_pcap, Direction, TrafficSpec};
+use nicsim::wire::{parse_payload, read_pcap, Captured, TrafficSpec};
 use platform::fs::ScratchDir;
 use platform::DmaBacking;
 use platform::Reaped;
@@ -150,7 +150,7 @@ fn tinynf_style_agents_forward_a_million_packets_each_way() {
     let mut ab = TinyAgent::new(&da, &db).unwrap();
     let mut ba = TinyAgent::new(&db, &da).unwrap();
     let pcap = sim.scratch_file("port1.pcap");
-    sim.req(Request::Pcap { port: 1, path: pcap.display().to_string(), direction: Direction::Tx, count: Some(1000) });
+    sim.req(Request::Pcap { port: 1, path: pcap.display().to_string(), direction: Captured::Tx, count: Some(1000) });
     const N: u64 = 1_100_000;
     for port in 0..2 {
         let spec = TrafficSpec { rate_pps: Some(1e6), count: Some(N), ..TrafficSpec::default() };
@@ -304,7 +304,7 @@ fn exec_shows_exactly_the_fake_functions() {
 fn pcap_reads_back_with_our_reader_and_tcpdump() {
     let sim = Nicsim::start("pcap", &[]);
     let pcap = sim.scratch_file("port0.pcap");
-    sim.req(Request::Pcap { port: 0, path: pcap.display().to_string(), direction: Direction::Rx, count: Some(50) });
+    sim.req(Request::Pcap { port: 0, path: pcap.display().to_string(), direction: Captured::Rx, count: Some(50) });
     sim.req(Request::Start {
         port: 0,
         spec: TrafficSpec { size: 128, flows: 5, count: Some(50), ..Default::default() },

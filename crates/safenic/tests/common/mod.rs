@@ -9,7 +9,7 @@
 
 use nicsim::engine::{PortStats, Request, Stats};
 use nicsim::server::{ServeOptions, Server};
-use nicsim::wire::{parse_payload, read_pcap, Direction, TrafficSpec};
+use nicsim::wire::{parse_payload, read_pcap, Captured, TrafficSpec};
 use platform::fs::ScratchDir;
 use platform::signals::Signal;
 use platform::Reaped;
@@ -324,7 +324,7 @@ pub fn forward(driver: Driver, mode: &str, args: &[&str], n: u64, rate: f64, in_
     let mut child = sim.fwd(driver, mode, &[&[A, B, "--flow-control"], args].concat());
     sim.wait_driver_ready(&mut child);
     let pcap = sim.scratch_file("port1.pcap");
-    sim.req(Request::Pcap { port: 1, path: pcap.display().to_string(), direction: Direction::Tx, count: Some(100) });
+    sim.req(Request::Pcap { port: 1, path: pcap.display().to_string(), direction: Captured::Tx, count: Some(100) });
     let s = sim.send_both_ways(TrafficSpec { rate_pps: Some(rate), count: Some(n), ..TrafficSpec::default() });
     let summary = stop_driver(driver, mode, child);
     assert_lossless(&s, &summary, n, in_order);
@@ -345,7 +345,7 @@ pub fn every_frame_length(driver: Driver, mode: &str, rewrite: &str) {
     let mut child = sim.fwd(driver, mode, &[A, B, "--mac-rewrite", rewrite, "--flow-control"]);
     sim.wait_driver_ready(&mut child);
     let pcap = sim.scratch_file("port1.pcap");
-    sim.req(Request::Pcap { port: 1, path: pcap.display().to_string(), direction: Direction::Tx, count: None });
+    sim.req(Request::Pcap { port: 1, path: pcap.display().to_string(), direction: Captured::Tx, count: None });
     let n = 1514 - 60 + 1;
     let spec = TrafficSpec {
         rate_pps: Some(RATE_PPS / 4.0),
