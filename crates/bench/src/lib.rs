@@ -16,14 +16,13 @@
 
 #![forbid(unsafe_code)]
 
-use nicsim::engine::{PortStats, Request, Stats};
-use nicsim::server::{ServeOptions, Server};
+use nicsim::engine::{PortStats, Stats};
+use nicsim::session::{Session, SessionOptions};
 use nicsim::wire::TrafficSpec;
-use platform::fs::ScratchDir;
 use platform::Reaped;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The CPU nicsim's engine (and this harness) runs on; the driver gets the other one.
 pub const NICSIM_CPU: usize = 0;
@@ -172,51 +171,29 @@ impl Instructions {
 }
 
 /// A nicsim with two ports, its engine on [`NICSIM_CPU`], in a scratch directory that goes
-/// with it (the profiles callgrind writes included).
-struct Session {
-    server: Server,
-    root: PathBuf,
-    /// Removed after the server has stopped (fields drop in order).
-    _scratch: ScratchDir,
+/// with it (the profiles callgrind writes included), and the driver under measure.
+struct Harness {
+    sim: Session,
 }
 
-impl Session {
-    fn start(tag: &str) -> Result<Session, String> {
+impl Harness {
+    fn start(tag: &str) -> Result<Harness, String> {
         // This thread wakes up to read statistics; on the driver's core it would preempt it.
         platform::sched::pin_current_thread(NICSIM_CPU).map_err(|e| format!("pinning the harness: {e}"))?;
-        let scratch = ScratchDir::new("safenic-bench", tag).map_err(|e| format!("a directory under /dev/shm: {e}"))?;
-        let root = scratch.path().join("nicsim");
-        let opts = ServeOptions {
-            ports: 2,
-            root: root.clone(),
-            cables: vec![],
-            gbps: 10.0,
-            cpu: Some(NICSIM_CPU),
-            bound: false,
-        };
-        Ok(Session { server: Server::start(&opts)?, root, _scratch: scratch })
+        let opts = SessionOptions { cpu: Some(NICSIM_CPU), ..SessionOptions::default() };
+        Ok(Harness { sim: Session::start("safenic-bench", tag, &opts)? })
     }
 
     fn stats(&self) -> Result<Stats, String> {
-        serde_json::from_value(self.server.request(Request::Stats)?).map_err(|e| e.to_string())
+        self.sim.stats()
     }
 
     fn start_traffic(&self) -> Result<(), String> {
-        for port in 0..2 {
-            self.server.request(Request::Start { port, spec: TrafficSpec::default() })?;
-        }
-        Ok(())
+        (0..2).try_for_each(|port| self.sim.start_traffic(port, TrafficSpec::default()))
     }
 
     fn stop_traffic(&self) -> Result<(), String> {
-        for port in 0..2 {
-            self.server.request(Request::Stop { port })?;
-        }
-        Ok(())
-    }
-
-    fn devices(&self) -> PathBuf {
-        self.root.join("devices")
+        (0..2).try_for_each(|port| self.sim.stop_traffic(port).map(drop))
     }
 
     /// Spawns `prefix… command… mode A B --sysfs DIR` on [`DRIVER_CPU`].
@@ -229,7 +206,7 @@ impl Session {
                 .args(&words[1..])
                 .args([mode, &nicsim::sysfs::port_address(0), &nicsim::sysfs::port_address(1)])
                 .arg("--sysfs")
-                .arg(self.devices())
+                .arg(self.sim.devices())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped()),
         )
@@ -242,20 +219,11 @@ impl Session {
 
     /// Waits until the driver has the receive queues of both ports and a TX queue on each up.
     fn wait_ready(&self, child: &mut Reaped, timeout: Duration) -> Result<(), String> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let s = self.stats()?;
-            if s.ports.iter().all(|p| p.rx_queues_enabled > 0 && p.tx_queues_enabled > 0) {
-                return Ok(());
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                return Err(format!("the driver exited during bring-up with {status}: {}", child.output()));
-            }
-            if Instant::now() > deadline {
-                return Err("the driver did not bring both ports up".into());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let alive = || match child.try_wait() {
+            Ok(Some(status)) => Err(format!("the driver exited during bring-up with {status}: {}", child.output())),
+            _ => Ok(()),
+        };
+        self.sim.wait_ports_up(timeout, alive).map(drop)
     }
 }
 
@@ -282,7 +250,7 @@ fn mpps(n: u64, secs: f64) -> f64 {
 /// Forwarding rate of `driver` in `mode` over a window of `seconds`, after one second of
 /// warm-up; more windows if nicsim was the limit ([`window_where_nicsim_kept_up`]).
 pub fn throughput(driver: &Driver, mode: &str, seconds: f64) -> Result<Throughput, String> {
-    let session = Session::start(&format!("{}-{mode}", driver.name))?;
+    let session = Harness::start(&format!("{}-{mode}", driver.name))?;
     let mut child = session.spawn(&[], driver, mode)?;
     session.wait_ready(&mut child, Duration::from_secs(30))?;
     session.start_traffic()?;
@@ -304,7 +272,7 @@ fn window_between(s0: &Stats, s1: &Stats) -> Throughput {
     let delta = |f: fn(&PortStats) -> u64| growth(s0, s1, f);
     let forwarded = delta(|p| p.sink_packets);
     let offered = delta(|p| p.generated);
-    let no_descriptor = delta(|p| p.device.qprdc[0]);
+    let no_descriptor = delta(|p| p.device.qprdc.iter().sum());
     let skipped = delta(|p| p.generator_skipped);
     Throughput {
         forwarded_mpps: mpps(forwarded, secs),
@@ -319,14 +287,14 @@ fn window_between(s0: &Stats, s1: &Stats) -> Throughput {
 
 /// Instructions per forwarded packet of `driver` in `mode`, under callgrind for `seconds`.
 pub fn instructions(driver: &Driver, mode: &str, seconds: f64) -> Result<Instructions, String> {
-    let session = Session::start(&format!("{}-{mode}-cg", driver.name))?;
+    let session = Harness::start(&format!("{}-{mode}-cg", driver.name))?;
     // In the session's scratch directory, which goes with the session whatever happens.
-    let out_file = session.root.with_file_name("callgrind.out");
+    let out_file = session.sim.root().with_file_name("callgrind.out");
     count_instructions(&session, &out_file, driver, mode, seconds)
 }
 
 fn count_instructions(
-    session: &Session,
+    session: &Harness,
     out_file: &Path,
     driver: &Driver,
     mode: &str,

@@ -6,8 +6,8 @@
 
 use ixgbe::device::Port;
 use ixgbe::queues::{Batch, BufferPool, QueueMemory, Receive, RxQueue, Transmit, TxQueue};
-use nicsim::engine::{Request, Stats};
-use nicsim::server::{ServeOptions, Server};
+use nicsim::engine::Stats;
+use nicsim::session::{Session, SessionOptions};
 use nicsim::wire::TrafficSpec;
 use std::time::{Duration, Instant};
 
@@ -15,18 +15,15 @@ const RING: usize = 64;
 const POOL: usize = 256;
 const BATCH: usize = 32;
 
-fn stats(server: &Server) -> Stats {
-    serde_json::from_value(server.request(Request::Stats).unwrap()).unwrap()
+fn stats(server: &Session) -> Stats {
+    server.stats().unwrap()
 }
 
 #[test]
 fn flexible_queues_conserve_buffers_with_the_tx_ring_kept_full() {
-    let scratch = platform::fs::ScratchDir::new("ixgbe-test", "conservation").expect("a scratch directory");
-    let root = scratch.path().join("nicsim");
-    let opts = ServeOptions { ports: 2, root: root.clone(), cables: vec![], gbps: 10.0, cpu: Some(0), bound: false };
-    let server = Server::start(&opts).expect("starting nicsim");
+    let server = Session::start("ixgbe-test", "conservation", &SessionOptions::default()).expect("starting nicsim");
     platform::sched::pin_current_thread(1).expect("pinning the driver thread");
-    let sysfs = root.join("devices");
+    let sysfs = server.devices();
     let port_a = Port::open(&sysfs, &nicsim::sysfs::port_address(0)).unwrap();
     let port_b = Port::open(&sysfs, &nicsim::sysfs::port_address(1)).unwrap();
     let (a, b) = (port_a.device(), port_b.device());
@@ -47,9 +44,9 @@ fn flexible_queues_conserve_buffers_with_the_tx_ring_kept_full() {
 
     // Phase 1: B's transmitter is held; A receives 3 000 frames. The TX ring fills and stays
     // full; what does not fit is dropped by the caller, back into the pool.
-    server.request(Request::PauseTx { port: 1, paused: true }).unwrap();
+    server.pause_tx(1, true).unwrap();
     let spec = TrafficSpec { rate_pps: Some(200_000.0), count: Some(3_000), ..Default::default() };
-    server.request(Request::Start { port: 0, spec: spec.clone() }).unwrap();
+    server.start_traffic(0, spec.clone()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while t.received + stats_rx_drops(&server) < 3_000 {
         assert!(Instant::now() < deadline, "phase 1 did not receive all frames ({} received)", t.received);
@@ -71,9 +68,9 @@ fn flexible_queues_conserve_buffers_with_the_tx_ring_kept_full() {
     assert_eq!(stats(&server).ports[1].sink_packets, 0, "nothing left the held port");
 
     // Phase 2: release the transmitter and send 2 000 more; the ring drains and recycles.
-    server.request(Request::PauseTx { port: 1, paused: false }).unwrap();
+    server.pause_tx(1, false).unwrap();
     let spec = TrafficSpec { count: Some(2_000), ..spec };
-    server.request(Request::Start { port: 0, spec }).unwrap();
+    server.start_traffic(0, spec).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         for _ in 0..1_000 {
@@ -143,6 +140,6 @@ fn forward_step<'a>(
 }
 
 /// Frames nicsim could not place in A's RX ring (no free descriptor).
-fn stats_rx_drops(server: &Server) -> u64 {
+fn stats_rx_drops(server: &Session) -> u64 {
     stats(server).ports[0].device.qprdc[0]
 }

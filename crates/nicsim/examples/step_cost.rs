@@ -11,8 +11,9 @@
 
 #![forbid(unsafe_code)]
 
+use nicsim::control::Request;
 use nicsim::dma::FlatDmaSpace;
-use nicsim::engine::{Engine, Request};
+use nicsim::engine::Engine;
 use nicsim::pciconfig::{PciConfig, CONFIG_LEN};
 use nicsim::port::Port;
 use nicsim::regs::*;
@@ -49,7 +50,7 @@ fn main() {
         let port = Port::new(i, bar, PciConfig::new(cfg, 0xF800_0000 + i as u64 * 0x10_0000), i as u32, 10.0);
         ports.push(port);
     }
-    let mut engine = Engine::new(ports, dma, 10.0, &[], serde_json::json!({}));
+    let mut engine = Engine::new(ports, dma, 10.0, &[]);
     let mut dirs = [
         Direction { input: 0, output: 1, base: 0, processed: 0 },
         Direction { input: 1, output: 0, base: SPAN, processed: 0 },

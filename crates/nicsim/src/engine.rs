@@ -6,11 +6,12 @@
 //! ~100 µs the slow path polls the whole register file and configuration space, publishes
 //! statistics and answers control requests.
 
+use crate::control::{CaptureEnd, Done, Info, Reply, Request, Stopped};
 use crate::dma::DmaSpace;
 use crate::flow_control::{FlowStats, Pause};
 use crate::lint::LintWarning;
 use crate::port::{DeviceCounters, DmaFault, Drops, InFlight, Port, TxBatch};
-use crate::wire::{Captured, Generator, LatencySummary, PcapWriter, Sink, StreamStats, TrafficSpec, WireClock};
+use crate::wire::{Captured, Generator, LatencySummary, PcapWriter, Sink, StreamStats, WireClock};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
@@ -22,38 +23,10 @@ const SCAN_PERIOD_PS: u64 = 100_000_000; // 100 µs
 /// Frames each generator may deliver per iteration.
 const GEN_BURST: usize = 128;
 
-/// A control request (one JSON object per line on the socket).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "cmd", rename_all = "snake_case")]
-pub enum Request {
-    /// Ports, PCI addresses and paths.
-    Info,
-    /// Start (or restart) the generator of a port.
-    Start { port: usize, spec: TrafficSpec },
-    /// Stop the generator of a port.
-    Stop { port: usize },
-    /// Change the rate of a running generator (`None` = line rate).
-    SetRate { port: usize, rate_pps: Option<f64> },
-    /// Counters, latency, faults.
-    Stats,
-    /// Lint warnings of every port.
-    Lint,
-    /// Zero sinks, generator counts and device statistics.
-    ResetCounters,
-    /// Capture frames of a port into a pcap file.
-    Pcap { port: usize, path: String, direction: Captured, count: Option<u64> },
-    /// Stop a capture and flush the file.
-    PcapStop { port: usize },
-    /// Hold (or release) a port's transmitter, as a link partner's flow-control pause does.
-    PauseTx { port: usize, paused: bool },
-    /// Stop the server.
-    Shutdown,
-}
-
 /// A request with the channel its answer goes to.
 pub struct Command {
     pub request: Request,
-    pub reply: Sender<Result<serde_json::Value, String>>,
+    pub reply: Sender<Result<Reply, String>>,
 }
 
 /// What a port's wire is attached to.
@@ -69,6 +42,7 @@ pub struct PortWire {
 
 /// Per-port statistics as reported on the control socket.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PortStats {
     pub port: usize,
     pub generator_active: bool,
@@ -76,7 +50,6 @@ pub struct PortStats {
     pub generated_bytes: u64,
     /// Frames the generator's rate owed but never offered because nicsim fell behind
     /// (see `Generator::skipped`).
-    #[serde(default)]
     pub generator_skipped: u64,
     pub sink_packets: u64,
     pub sink_bytes: u64,
@@ -95,18 +68,16 @@ pub struct PortStats {
     pub rx_queues_enabled: usize,
     pub tx_queues_enabled: usize,
     /// Whether the transmitter is held (`nicsim traffic pause`).
-    #[serde(default)]
     pub tx_paused: bool,
     /// 802.3x flow control: PAUSE frames sent and received, and who is held now.
-    #[serde(default)]
     pub flow_control: FlowStats,
     /// Frames the port holds at the moment of the snapshot.
-    #[serde(default)]
     pub in_flight: InFlight,
 }
 
 /// The whole engine's statistics.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Stats {
     /// Engine time up to which every counter is up to date: the last iteration's. A rate
     /// between two snapshots is exact even if the engine's core was stopped just before one.
@@ -128,12 +99,13 @@ pub struct Engine<D: DmaSpace> {
     /// Engine time of the last iteration (or idle poll): what the counters are up to date to.
     clock_ps: u64,
     next_scan_ps: u64,
-    info: serde_json::Value,
+    /// What the server says of itself; an engine without a server has none.
+    info: Option<Info>,
 }
 
 impl<D: DmaSpace> Engine<D> {
     /// An engine over `ports` with links of `gbps`; `cables` connect pairs of ports.
-    pub fn new(ports: Vec<Port>, dma: D, gbps: f64, cables: &[(usize, usize)], info: serde_json::Value) -> Self {
+    pub fn new(ports: Vec<Port>, dma: D, gbps: f64, cables: &[(usize, usize)]) -> Self {
         let mut wires: Vec<PortWire> = (0..ports.len())
             .map(|i| PortWire {
                 generator: Generator::new(i as u16),
@@ -159,7 +131,7 @@ impl<D: DmaSpace> Engine<D> {
             iterations: 0,
             clock_ps: 0,
             next_scan_ps: 0,
-            info,
+            info: None,
         }
     }
 
@@ -316,6 +288,11 @@ impl<D: DmaSpace> Engine<D> {
         }
     }
 
+    /// What [`Request::Info`] answers: the server's paths and ports.
+    pub fn describe(&mut self, info: Info) {
+        self.info = Some(info);
+    }
+
     fn port_index(&self, port: usize) -> Result<usize, String> {
         if port < self.ports.len() {
             Ok(port)
@@ -325,20 +302,22 @@ impl<D: DmaSpace> Engine<D> {
     }
 
     /// Answers one control request.
-    pub fn handle(&mut self, request: Request, now_ps: u64) -> Result<serde_json::Value, String> {
+    pub fn handle(&mut self, request: Request, now_ps: u64) -> Result<Reply, String> {
         match request {
-            Request::Info => Ok(self.info.clone()),
+            Request::Info => {
+                self.info.clone().map(Reply::Info).ok_or_else(|| "this engine runs without a server".into())
+            }
             Request::Start { port, spec } => {
                 let i = self.port_index(port)?;
                 spec.validate(self.gbps)?;
                 let mac = self.ports[i].mac();
                 self.wires[i].generator.start(spec, mac, self.gbps, now_ps);
-                Ok(serde_json::json!({}))
+                Ok(Reply::Done(Done {}))
             }
             Request::Stop { port } => {
                 let i = self.port_index(port)?;
                 self.wires[i].generator.stop();
-                Ok(serde_json::json!({ "generated": self.wires[i].generator.sent }))
+                Ok(Reply::Stopped(Stopped { generated: self.wires[i].generator.sent }))
             }
             Request::SetRate { port, rate_pps } => {
                 let i = self.port_index(port)?;
@@ -346,12 +325,12 @@ impl<D: DmaSpace> Engine<D> {
                     crate::wire::check_rate(r, self.wires[i].generator.spec().size, self.gbps)?;
                 }
                 self.wires[i].generator.set_rate(rate_pps, self.gbps);
-                Ok(serde_json::json!({}))
+                Ok(Reply::Done(Done {}))
             }
-            Request::Stats => serde_json::to_value(self.stats()).map_err(|e| e.to_string()),
+            Request::Stats => Ok(Reply::Stats(Box::new(self.stats()))),
             Request::Lint => {
                 let all: Vec<LintWarning> = self.ports.iter().flat_map(|p| p.lint.entries().to_vec()).collect();
-                serde_json::to_value(all).map_err(|e| e.to_string())
+                Ok(Reply::Lint(all))
             }
             Request::ResetCounters => {
                 for (p, w) in self.ports.iter_mut().zip(self.wires.iter_mut()) {
@@ -359,21 +338,21 @@ impl<D: DmaSpace> Engine<D> {
                     w.sink.reset();
                     w.generator.reset_counters();
                 }
-                Ok(serde_json::json!({}))
+                Ok(Reply::Done(Done {}))
             }
             Request::Pcap { port, path, direction, count } => {
                 let i = self.port_index(port)?;
                 let w = PcapWriter::create(std::path::Path::new(&path), direction, count, self.epoch_wall_ns)
                     .map_err(|e| format!("cannot create {path}: {e}"))?;
                 self.wires[i].pcap = Some(w);
-                Ok(serde_json::json!({ "path": path }))
+                Ok(Reply::Done(Done {}))
             }
             Request::PcapStop { port } => {
                 let i = self.port_index(port)?;
                 match self.wires[i].pcap.take() {
                     Some(mut p) => {
                         p.flush().map_err(|e| e.to_string())?;
-                        Ok(serde_json::json!({ "written": p.written }))
+                        Ok(Reply::CaptureEnd(CaptureEnd { written: p.written }))
                     }
                     None => Err(format!("port {port} has no capture running")),
                 }
@@ -381,9 +360,9 @@ impl<D: DmaSpace> Engine<D> {
             Request::PauseTx { port, paused } => {
                 let i = self.port_index(port)?;
                 self.ports[i].tx_paused = paused;
-                Ok(serde_json::json!({ "paused": paused }))
+                Ok(Reply::Done(Done {}))
             }
-            Request::Shutdown => Ok(serde_json::json!({})),
+            Request::Shutdown => Ok(Reply::Done(Done {})),
         }
     }
 

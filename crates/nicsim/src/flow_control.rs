@@ -44,6 +44,7 @@ pub enum Pause {
 
 /// Flow-control counters, as the LXON/LXOFF registers count them [DS 8.2.3.23].
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
 pub struct FlowStats {
     /// LXOFFTXC, LXONTXC.
     pub xoff_sent: u64,

@@ -7,6 +7,8 @@
 //! side (generators, sinks, loopback cables, pcap). See docs/nicsim.md.
 #![forbid(unsafe_code)]
 
+pub mod ceiling;
+pub mod control;
 pub mod dma;
 pub mod engine;
 pub mod flow_control;
@@ -17,5 +19,6 @@ pub mod peer;
 pub mod port;
 pub mod regs;
 pub mod server;
+pub mod session;
 pub mod sysfs;
 pub mod wire;

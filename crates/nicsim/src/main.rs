@@ -4,8 +4,9 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
-use nicsim::engine::{PortStats, Request, Stats};
+use nicsim::engine::{PortStats, Stats};
 use nicsim::server::{self, ServeOptions, Server};
+use nicsim::session::Session;
 use nicsim::wire::{line_rate_pps, Captured, TrafficSpec};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -247,26 +248,17 @@ fn main() -> ExitCode {
     cli::finish("nicsim", run(args.command, &root))
 }
 
-fn link_gbps(root: &Path) -> Result<f64, String> {
-    Ok(server::request(root, &Request::Info)?["link_gbps"].as_f64().unwrap_or(10.0))
-}
-
 fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
+    let session = Session::connect(root);
     match cmd {
         Cmd::Serve { ports, cable, link_gbps, cpu, bound } => {
             platform::signals::install_termination_flag().map_err(|e| e.to_string())?;
             let opts = ServeOptions { ports, root: root.to_path_buf(), cables: cable, gbps: link_gbps, cpu, bound };
             let server = Server::start(&opts)?;
-            let info = server.request(Request::Info)?;
+            let info: nicsim::control::Info = server.request(nicsim::control::Request::Info)?;
             // A server goes on serving if nobody reads what it says.
-            for p in info["ports"].as_array().into_iter().flatten() {
-                let _ = cli::outln!(
-                    "nicsim: port {} at {} ({}), MAC {}",
-                    p["port"],
-                    p["address"].as_str().unwrap_or(""),
-                    p["dir"].as_str().unwrap_or(""),
-                    p["mac"].as_str().unwrap_or("")
-                );
+            for p in &info.ports {
+                let _ = cli::outln!("nicsim: port {} at {} ({}), MAC {}", p.port, p.address, p.dir.display(), p.mac);
             }
             let _ = cli::outln!(
                 "nicsim: control socket {}; drivers use --sysfs {} or `nicsim exec -- <driver>`",
@@ -280,7 +272,7 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
         Cmd::Exec { command } => exec(root, &command),
         Cmd::Traffic { action } => match action {
             TrafficCmd::Start { port, rate, size, size_max, flows, count, duration } => {
-                let gbps = link_gbps(root)?;
+                let gbps = session.info()?.link_gbps;
                 let spec = TrafficSpec {
                     rate_pps: rate.pps(size, gbps),
                     size,
@@ -291,20 +283,18 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
                     dst_mac: None,
                     size_max,
                 };
-                server::request(root, &Request::Start { port, spec }).map(|_| ())
+                session.start_traffic(port, spec)
             }
-            TrafficCmd::Stop { port } => server::request(root, &Request::Stop { port }).map(|_| ()),
-            TrafficCmd::Pause { port } => server::request(root, &Request::PauseTx { port, paused: true }).map(|_| ()),
-            TrafficCmd::Resume { port } => server::request(root, &Request::PauseTx { port, paused: false }).map(|_| ()),
+            TrafficCmd::Stop { port } => session.stop_traffic(port).map(drop),
+            TrafficCmd::Pause { port } => session.pause_tx(port, true),
+            TrafficCmd::Resume { port } => session.pause_tx(port, false),
             TrafficCmd::Rate { port, rate } => {
-                let gbps = link_gbps(root)?;
-                server::request(root, &Request::SetRate { port, rate_pps: rate.pps(60, gbps) }).map(|_| ())
+                let gbps = session.info()?.link_gbps;
+                session.set_rate(port, rate.pps(60, gbps))
             }
         },
         Cmd::Stats { json, watch } => {
-            let get = || -> Result<Stats, String> {
-                serde_json::from_value(server::request(root, &Request::Stats)?).map_err(|e| e.to_string())
-            };
+            let get = || session.stats();
             match watch {
                 None if json => {
                     cli::outln!("{}", serde_json::to_string_pretty(&get()?).map_err(|e| e.to_string())?)?;
@@ -324,23 +314,22 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             }
         }
         Cmd::Lint { json } => {
-            let v = server::request(root, &Request::Lint)?;
+            let list = session.lint()?;
             if json {
-                cli::outln!("{v}")?;
+                cli::outln!("{}", serde_json::to_string(&list).map_err(|e| e.to_string())?)?;
             } else {
-                let list = v.as_array().cloned().unwrap_or_default();
                 if list.is_empty() {
                     cli::outln!("no lint warnings")?;
                 }
                 for w in list {
                     cli::outln!(
                         "port {} {} = {:#010x} [{}] x{}: {}",
-                        w["port"],
-                        w["register"].as_str().unwrap_or(""),
-                        w["value"].as_u64().unwrap_or(0),
-                        w["rule"].as_str().unwrap_or(""),
-                        w["count"],
-                        w["message"].as_str().unwrap_or("")
+                        w.port,
+                        w.register,
+                        w.value,
+                        w.rule,
+                        w.count,
+                        w.message
                     )?;
                 }
             }
@@ -348,17 +337,16 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
         }
         Cmd::Pcap { port, file, direction, count, stop } => {
             if stop {
-                let v = server::request(root, &Request::PcapStop { port })?;
-                cli::outln!("{} frames written", v["written"])?;
+                let written = session.end_capture(port)?;
+                cli::outln!("{written} frames written")?;
                 return Ok(());
             }
             let file = file.ok_or("give --file FILE (or --stop)")?;
             let path = std::path::absolute(&file).map_err(|e| e.to_string())?;
-            server::request(root, &Request::Pcap { port, path: path.display().to_string(), direction, count })
-                .map(|_| ())
+            session.capture(port, &path, direction, count)
         }
-        Cmd::ResetCounters => server::request(root, &Request::ResetCounters).map(|_| ()),
-        Cmd::Shutdown => server::request(root, &Request::Shutdown).map(|_| ()),
+        Cmd::ResetCounters => session.reset_counters(),
+        Cmd::Shutdown => session.shutdown(),
         Cmd::Reflect { a, b, sysfs, seconds, cpu } => {
             platform::signals::install_termination_flag().map_err(|e| e.to_string())?;
             if let Some(c) = cpu {
@@ -457,107 +445,29 @@ fn print_rates(a: &Stats, b: &Stats) -> Result<(), String> {
 }
 
 fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
-    let root = std::env::temp_dir().join(format!("nicsim-bench-{}", std::process::id()));
-    let root = if Path::new("/dev/shm").is_dir() {
-        PathBuf::from(format!("/dev/shm/nicsim-bench-{}", std::process::id()))
-    } else {
-        root
-    };
-    let cpus = platform::sched::available_cpus();
-    let opts = ServeOptions { ports: 2, root: root.clone(), cables: vec![], gbps, cpu: Some(0), bound: false };
-    let server = Server::start(&opts)?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let a = nicsim::sysfs::port_address(0);
-    let b = nicsim::sysfs::port_address(1);
-    let mut peer = std::process::Command::new(exe)
-        .args(["--root", &root.display().to_string(), "reflect", &a, &b, "--seconds", &format!("{}", seconds + 3.0)])
-        .args(if cpus > 1 { vec!["--cpu".to_string(), "1".to_string()] } else { vec![] })
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| format!("starting the peer: {e}"))?;
-    // Wait until the peer has both receive queues up.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let s: Stats = serde_json::from_value(server.request(Request::Stats)?).map_err(|e| e.to_string())?;
-        if s.ports.iter().all(|p| p.rx_queues_enabled > 0) {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = peer.kill();
-            return Err("the reflecting peer did not bring the ports up".into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for port in 0..2 {
-        server.request(Request::Start { port, spec: TrafficSpec::default() })?;
-    }
-    std::thread::sleep(Duration::from_secs(1));
-    let get = || -> Result<Stats, String> {
-        serde_json::from_value(server.request(Request::Stats)?).map_err(|e| e.to_string())
-    };
-    let s0 = get()?;
-    std::thread::sleep(Duration::from_secs_f64(seconds));
-    let s1 = get()?;
-    for port in 0..2 {
-        server.request(Request::Stop { port })?;
-    }
-    let _ = peer.wait();
-    server.stop();
-    let secs = (s1.elapsed_ns - s0.elapsed_ns) as f64 / 1e9;
-    let per_port: Vec<serde_json::Value> = s0
-        .ports
-        .iter()
-        .zip(&s1.ports)
-        .map(|(x, y)| {
-            let rx = y.device.qprc[0] - x.device.qprc[0];
-            let tx = y.device.gptc - x.device.gptc;
-            serde_json::json!({
-                "port": y.port,
-                "generated_mpps": mpps(y.generated - x.generated, secs),
-                "skipped_mpps": mpps(y.generator_skipped - x.generator_skipped, secs),
-                "into_rx_ring_mpps": mpps(rx, secs),
-                "no_descriptor_mpps": mpps(y.device.qprdc[0] - x.device.qprdc[0], secs),
-                "drained_from_tx_ring_mpps": mpps(tx, secs),
-                "sink_mpps": mpps(y.sink_packets - x.sink_packets, secs),
-            })
-        })
-        .collect();
-    let total_rx: f64 = per_port.iter().map(|p| p["into_rx_ring_mpps"].as_f64().unwrap_or(0.0)).sum();
-    let total_tx: f64 = per_port.iter().map(|p| p["drained_from_tx_ring_mpps"].as_f64().unwrap_or(0.0)).sum();
-    let line_rate = line_rate_pps(60, gbps) / 1e6;
-    let result = serde_json::json!({
-        "link_gbps": gbps,
-        "seconds": secs,
-        "line_rate_mpps_per_port": line_rate,
-        "ports": per_port,
-        "total_into_rx_rings_mpps": total_rx,
-        "total_drained_from_tx_rings_mpps": total_tx,
-        "engine_iterations_per_second": (s1.iterations - s0.iterations) as f64 / secs,
-        // Whole-run totals (warm-up included), to divide a profile of the whole run by.
-        "rx_frames_since_start": s1.ports.iter().map(|p| p.device.qprc[0]).sum::<u64>(),
-        "engine_iterations_since_start": s1.iterations,
-    });
+    let c = nicsim::ceiling::measure(&exe, seconds, gbps)?;
     if json {
-        cli::outln!("{result}")?;
-    } else {
-        cli::outln!("nicsim ceiling, 64-byte frames, 2 ports, {gbps} Gb/s links ({line_rate:.2} Mpps line rate per port), {secs:.1} s, reflecting peer on the other core:")?;
-        for p in &per_port {
-            cli::outln!(
-                "  port {}: generated {:.2} Mpps (skipped {:.2}), written into RX ring {:.2} Mpps (no descriptor {:.2}), drained from TX ring {:.2} Mpps",
-                p["port"],
-                p["generated_mpps"].as_f64().unwrap_or(0.0),
-                p["skipped_mpps"].as_f64().unwrap_or(0.0),
-                p["into_rx_ring_mpps"].as_f64().unwrap_or(0.0),
-                p["no_descriptor_mpps"].as_f64().unwrap_or(0.0),
-                p["drained_from_tx_ring_mpps"].as_f64().unwrap_or(0.0)
-            )?;
-        }
-        cli::outln!("  total: {total_rx:.2} Mpps into RX rings, {total_tx:.2} Mpps drained from TX rings (target 2 x {line_rate:.2})")?;
+        return cli::outln!("{}", serde_json::to_string(&c).map_err(|e| e.to_string())?);
+    }
+    let (line_rate, secs) = (c.line_rate_mpps_per_port, c.seconds);
+    cli::outln!("nicsim ceiling, 64-byte frames, 2 ports, {gbps} Gb/s links ({line_rate:.2} Mpps line rate per port), {secs:.1} s, reflecting peer on the other core:")?;
+    for p in &c.ports {
         cli::outln!(
-            "  engine: {:.2} M iterations/s, {:.1} frames written per iteration",
-            (s1.iterations - s0.iterations) as f64 / secs / 1e6,
-            total_rx * 1e6 * secs / (s1.iterations - s0.iterations).max(1) as f64
+            "  port {}: generated {:.2} Mpps (skipped {:.2}), written into RX ring {:.2} Mpps (no descriptor {:.2}), drained from TX ring {:.2} Mpps",
+            p.port,
+            p.generated_mpps,
+            p.skipped_mpps,
+            p.into_rx_ring_mpps,
+            p.no_descriptor_mpps,
+            p.drained_from_tx_ring_mpps
         )?;
     }
-    Ok(())
+    let (total_rx, total_tx) = (c.total_into_rx_rings_mpps, c.total_drained_from_tx_rings_mpps);
+    cli::outln!("  total: {total_rx:.2} Mpps into RX rings, {total_tx:.2} Mpps drained from TX rings (target 2 x {line_rate:.2})")?;
+    cli::outln!(
+        "  engine: {:.2} M iterations/s, {:.1} frames written per iteration",
+        c.engine_iterations_per_second / 1e6,
+        total_rx * 1e6 / c.engine_iterations_per_second.max(1.0)
+    )
 }

@@ -1,8 +1,9 @@
 //! `nicsim serve`: creates the devices, runs the engine, answers the control socket, and
-//! removes everything it created when it stops. Also the client side of the socket.
+//! removes everything it created when it stops. Clients use [`crate::session::Session`].
 
+use crate::control::{Answer, Envelope, Info, PortInfo, Reply, Request};
 use crate::dma::ProcDmaSpace;
-use crate::engine::{self, Command, Engine, Request};
+use crate::engine::{self, Command, Engine};
 use crate::pciconfig::{PciConfig, CONFIG_LEN};
 use crate::port::Port;
 use crate::regs::BAR0_LEN;
@@ -94,25 +95,34 @@ impl Server {
             let bar = map(&f.resource0, BAR0_LEN)?;
             let port = Port::new(n, bar, config, (n % 8) as u32, opts.gbps);
             let m = port.mac();
-            info_ports.push(serde_json::json!({
-                "port": n,
-                "address": f.address,
-                "dir": f.dir,
-                "mac": format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]),
-                "cable": opts.cables.iter().find_map(|&(a, b)| if a == n { Some(b) } else if b == n { Some(a) } else { None }),
-            }));
+            info_ports.push(PortInfo {
+                port: n,
+                address: f.address.clone(),
+                dir: f.dir.clone(),
+                mac: format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]),
+                cable: opts.cables.iter().find_map(|&(a, b)| {
+                    if a == n {
+                        Some(b)
+                    } else if b == n {
+                        Some(a)
+                    } else {
+                        None
+                    }
+                }),
+            });
             ports.push(port);
             bar_files.push(f.resource0);
         }
         let dma = ProcDmaSpace::new(&bar_files.iter().collect::<Vec<_>>()).map_err(|e| format!("DMA space: {e}"))?;
-        let info = serde_json::json!({
-            "root": opts.root,
-            "devices": opts.root.join("devices"),
-            "socket": socket,
-            "link_gbps": opts.gbps,
-            "ports": info_ports,
-        });
-        let engine = Engine::new(ports, dma, opts.gbps, &opts.cables, info);
+        let info = Info {
+            root: opts.root.clone(),
+            devices: opts.root.join("devices"),
+            socket: socket.clone(),
+            link_gbps: opts.gbps,
+            ports: info_ports,
+        };
+        let mut engine = Engine::new(ports, dma, opts.gbps, &opts.cables);
+        engine.describe(info);
         let (tx, rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let handle = engine::spawn(engine, opts.cpu, rx, stop.clone());
@@ -144,9 +154,11 @@ impl Server {
         })
     }
 
-    /// Sends a request to the engine directly (in-process clients).
-    pub fn request(&self, request: Request) -> Result<serde_json::Value, String> {
-        ask(&self.commands, request)
+    /// Sends a request to the engine directly and returns its typed answer (in-process
+    /// clients; see [`crate::session::Session`]).
+    pub fn request<A: Answer>(&self, request: Request) -> Result<A, String> {
+        let reply = ask(&self.commands, request.clone())?;
+        crate::control::expect(&request, reply)
     }
 
     /// Whether a `shutdown` request arrived.
@@ -194,7 +206,7 @@ impl Drop for Server {
     }
 }
 
-fn ask(commands: &Sender<Command>, request: Request) -> Result<serde_json::Value, String> {
+fn ask(commands: &Sender<Command>, request: Request) -> Result<Reply, String> {
     let (reply, answer) = mpsc::channel();
     commands.send(Command { request, reply }).map_err(|_| "the engine has stopped".to_string())?;
     answer.recv_timeout(Duration::from_secs(10)).map_err(|_| "the engine did not answer within 10 s".to_string())?
@@ -210,47 +222,14 @@ fn serve_connection(stream: UnixStream, commands: &Sender<Command>, shutdown: &A
         let answer = match serde_json::from_str::<Request>(&line) {
             Ok(Request::Shutdown) => {
                 shutdown.store(true, Ordering::Relaxed);
-                Ok(serde_json::json!({}))
+                Ok(Reply::Done(crate::control::Done {}))
             }
             Ok(req) => ask(commands, req),
             Err(e) => Err(format!("bad request: {e}")),
         };
-        let json = match answer {
-            Ok(v) => serde_json::json!({ "ok": true, "result": v }),
-            Err(e) => serde_json::json!({ "ok": false, "error": e }),
-        };
+        let Ok(json) = serde_json::to_string(&Envelope::of(answer)) else { return };
         if writeln!(out, "{json}").is_err() {
             return;
-        }
-    }
-}
-
-/// Sends one request to the server of `root` and returns its result.
-pub fn request(root: &Path, request: &Request) -> Result<serde_json::Value, String> {
-    let socket = socket_path(root);
-    let mut s = UnixStream::connect(&socket).map_err(|e| {
-        format!("cannot reach nicsim at {}: {e} (start it with `nicsim serve --ports 2`)", socket.display())
-    })?;
-    let line = serde_json::to_string(request).map_err(|e| e.to_string())?;
-    writeln!(s, "{line}").map_err(|e| e.to_string())?;
-    let mut answer = String::new();
-    BufReader::new(&s).read_line(&mut answer).map_err(|e| e.to_string())?;
-    let v: serde_json::Value = serde_json::from_str(&answer).map_err(|e| format!("bad answer from nicsim: {e}"))?;
-    if v["ok"].as_bool() == Some(true) {
-        Ok(v["result"].clone())
-    } else {
-        Err(v["error"].as_str().unwrap_or("unknown error").to_string())
-    }
-}
-
-/// Waits until the server of `root` answers (after spawning it as a process).
-pub fn wait_ready(root: &Path, timeout: Duration) -> Result<(), String> {
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        match request(root, &Request::Info) {
-            Ok(_) => return Ok(()),
-            Err(e) if std::time::Instant::now() > deadline => return Err(e),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }
 }

@@ -2,10 +2,10 @@
 //! addresses, /proc discovery, mount namespaces. Needs root and hugepages (`make test` runs
 //! scripts/setup first); run one test at a time (each keeps cores busy).
 
-use nicsim::engine::{Request, Stats};
+use nicsim::engine::Stats;
 use nicsim::peer::{rewrite_macs, Device, IxyQueue, TinyAgent};
 use nicsim::regs::*;
-use nicsim::server;
+use nicsim::session::Session;
 use nicsim::wire::{parse_payload, read_pcap, Captured, TrafficSpec};
 use platform::fs::ScratchDir;
 use platform::DmaBacking;
@@ -20,9 +20,17 @@ const B: &str = "0000:5e:00.1";
 
 /// `nicsim serve` as a child process in its own scratch directory: both go when it is dropped.
 struct Nicsim {
+    session: Session,
     child: Reaped,
     root: PathBuf,
     scratch: ScratchDir,
+}
+
+impl std::ops::Deref for Nicsim {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        &self.session
+    }
 }
 
 impl Nicsim {
@@ -36,17 +44,15 @@ impl Nicsim {
                 .stdout(std::process::Stdio::null()),
         )
         .expect("spawning nicsim serve");
-        server::wait_ready(&root, Duration::from_secs(10)).expect("nicsim serve did not come up");
-        Nicsim { child, root, scratch }
+        let session = Session::connect(&root);
+        session.wait_answering(Duration::from_secs(10)).expect("nicsim serve did not come up");
+        Nicsim { session, child, root, scratch }
     }
     fn devices(&self) -> PathBuf {
         self.root.join("devices")
     }
-    fn req(&self, r: Request) -> serde_json::Value {
-        server::request(&self.root, &r).unwrap()
-    }
     fn stats(&self) -> Stats {
-        serde_json::from_value(self.req(Request::Stats)).unwrap()
+        self.session.stats().unwrap()
     }
     fn open(&self, addr: &str) -> Device {
         Device::open(&self.devices(), addr).unwrap()
@@ -59,7 +65,7 @@ impl Nicsim {
 
 impl Drop for Nicsim {
     fn drop(&mut self) {
-        let _ = server::request(&self.root, &Request::Shutdown);
+        let _ = self.session.shutdown();
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -134,8 +140,8 @@ fn ixy_style_driver_both_directions_with_wraparound() {
     assert_eq!(s.ports[0].device.gptc, 1_001_455);
     assert_eq!(s.ports[1].device.qprc[0], 1_001_455);
     assert_eq!(s.ports.iter().map(|p| p.dma_faults).sum::<u64>(), 0);
-    let lint = sim.req(Request::Lint);
-    assert_eq!(lint.as_array().unwrap().len(), 0, "a datasheet-following driver has no lint: {lint}");
+    let lint = sim.lint().unwrap();
+    assert!(lint.is_empty(), "a datasheet-following driver has no lint: {lint:?}");
 }
 
 #[test]
@@ -150,11 +156,11 @@ fn tinynf_style_agents_forward_a_million_packets_each_way() {
     let mut ab = TinyAgent::new(&da, &db).unwrap();
     let mut ba = TinyAgent::new(&db, &da).unwrap();
     let pcap = sim.scratch_file("port1.pcap");
-    sim.req(Request::Pcap { port: 1, path: pcap.display().to_string(), direction: Captured::Tx, count: Some(1000) });
+    sim.capture(1, &pcap, Captured::Tx, Some(1000)).unwrap();
     const N: u64 = 1_100_000;
     for port in 0..2 {
         let spec = TrafficSpec { rate_pps: Some(1e6), count: Some(N), ..TrafficSpec::default() };
-        sim.req(Request::Start { port, spec });
+        sim.start_traffic(port, spec).unwrap();
     }
     // The agents poll on their own thread, as a forwarder would; this thread watches.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -214,10 +220,10 @@ fn tinynf_style_agents_forward_a_million_packets_each_way() {
     }
     assert!(head_ab < 256 && head_ba < 256, "written-back heads lie in the ring");
     assert!(head_ab > 0 && head_ba > 0, "both transmit queues wrote their head back");
-    let lint = sim.req(Request::Lint);
-    assert_eq!(lint.as_array().unwrap().len(), 0, "{lint}");
+    let lint = sim.lint().unwrap();
+    assert!(lint.is_empty(), "{lint:?}");
     // The first frames on port 1's wire: MACs rewritten, the rest as generated.
-    sim.req(Request::PcapStop { port: 1 });
+    sim.end_capture(1).unwrap();
     let frames = read_pcap(&pcap).unwrap();
     assert_eq!(frames.len(), 1000);
     // In order, none missing.
@@ -254,10 +260,7 @@ fn dma_fault_stops_the_queue_and_nicsim_serves_on() {
     assert_eq!((f.direction, f.queue, f.descriptor, f.address), (nicsim::regs::Direction::Tx, 0, i, 0x1000));
     assert_eq!(s.ports[0].device.gptc, 1, "the frame before it was sent");
     // nicsim survives and serves the other port.
-    sim.req(Request::Start {
-        port: 1,
-        spec: TrafficSpec { count: Some(100), rate_pps: Some(1e5), ..Default::default() },
-    });
+    sim.start_traffic(1, TrafficSpec { count: Some(100), rate_pps: Some(1e5), ..Default::default() }).unwrap();
     let mut got = 0;
     let deadline = Instant::now() + Duration::from_secs(10);
     while got < 100 && Instant::now() < deadline {
@@ -304,16 +307,13 @@ fn exec_shows_exactly_the_fake_functions() {
 fn pcap_reads_back_with_our_reader_and_tcpdump() {
     let sim = Nicsim::start("pcap", &[]);
     let pcap = sim.scratch_file("port0.pcap");
-    sim.req(Request::Pcap { port: 0, path: pcap.display().to_string(), direction: Captured::Rx, count: Some(50) });
-    sim.req(Request::Start {
-        port: 0,
-        spec: TrafficSpec { size: 128, flows: 5, count: Some(50), ..Default::default() },
-    });
+    sim.capture(0, &pcap, Captured::Rx, Some(50)).unwrap();
+    sim.start_traffic(0, TrafficSpec { size: 128, flows: 5, count: Some(50), ..Default::default() }).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while sim.stats().ports[0].pcap_written != Some(50) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    sim.req(Request::PcapStop { port: 0 });
+    sim.end_capture(0).unwrap();
     let frames = read_pcap(&pcap).unwrap();
     assert_eq!(frames.len(), 50);
     for (i, f) in frames.iter().enumerate() {

@@ -6,8 +6,9 @@
 mod common;
 
 use common::twice;
+use nicsim::control::Request;
 use nicsim::dma::FlatDmaSpace;
-use nicsim::engine::{Engine, Request};
+use nicsim::engine::Engine;
 use nicsim::pciconfig::{PciConfig, CONFIG_LEN};
 use nicsim::port::Port;
 use nicsim::regs::*;
@@ -54,7 +55,7 @@ impl Rig {
             cfgs.push(cfg);
         }
         let dma = FlatDmaSpace { region: MappedRegion::anonymous(DMA_LEN).unwrap(), base: DMA_BASE };
-        let engine = Engine::new(ports, dma, 10.0, cables, serde_json::json!({}));
+        let engine = Engine::new(ports, dma, 10.0, cables);
         let mut r = Rig { engine, bars, _cfgs: cfgs, now: 0, tx_tail: [0; 2] };
         for p in 0..2 {
             r.bring_up(p);

@@ -12,8 +12,9 @@
 mod common;
 
 use common::twice;
+use nicsim::control::Request;
 use nicsim::dma::{DmaSpace, Location, Window};
-use nicsim::engine::{self, Command, Engine, Request};
+use nicsim::engine::{self, Command, Engine};
 use nicsim::pciconfig::{PciConfig, CONFIG_LEN};
 use nicsim::port::Port;
 use nicsim::regs::*;
@@ -131,7 +132,15 @@ fn engine_with<D: DmaSpace>(dma: D) -> (Engine<D>, Vec<MappedRegion>, Vec<Mapped
         bars.push(bar);
         cfgs.push(cfg);
     }
-    (Engine::new(ports, dma, 10.0, &[(0, 1)], serde_json::json!({})), bars, cfgs)
+    let mut engine = Engine::new(ports, dma, 10.0, &[(0, 1)]);
+    engine.describe(nicsim::control::Info {
+        root: "fuzz".into(),
+        devices: "fuzz/devices".into(),
+        socket: "fuzz/nicsim.sock".into(),
+        link_gbps: 10.0,
+        ports: Vec::new(),
+    });
+    (engine, bars, cfgs)
 }
 
 /// Registers whose writes the device acts on, for queue `q`.
@@ -495,7 +504,8 @@ fn the_engine_thread_keeps_answering_while_a_driver_writes_at_random() {
         std::thread::sleep(Duration::from_micros(50));
     }
     let stats = ask(Request::Stats).expect("statistics after the random writes");
-    assert_eq!(stats["ports"].as_array().map(Vec::len), Some(PORTS));
+    let stats: nicsim::engine::Stats = nicsim::control::expect(&Request::Stats, stats).expect("statistics");
+    assert_eq!(stats.ports.len(), PORTS);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let engine = handle.join().expect("the engine thread panicked");
     assert!(engine.iterations > 0, "the engine ran");

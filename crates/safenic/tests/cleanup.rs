@@ -7,7 +7,6 @@
 mod common;
 
 use common::{Sim, A, B, RUST, SCRATCH_PREFIX};
-use nicsim::engine::Request;
 use nicsim::wire::{Captured, TrafficSpec};
 use platform::fs::ScratchDir;
 use std::process::Command;
@@ -21,7 +20,7 @@ fn failing_helper() {
     let mut child = sim.fwd(RUST, "flexible", &[A, B, "--flow-control"]);
     sim.wait_driver_ready(&mut child);
     let pcap = sim.scratch_file("port1.pcap");
-    sim.req(Request::Pcap { port: 1, path: pcap.display().to_string(), direction: Captured::Tx, count: None });
+    sim.capture(1, &pcap, Captured::Tx, None).unwrap();
     sim.start_both_ways(&TrafficSpec { rate_pps: Some(100_000.0), ..TrafficSpec::default() });
     std::thread::sleep(Duration::from_millis(300));
     assert!(pcap.exists(), "the capture is being written");

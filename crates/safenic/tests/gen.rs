@@ -5,7 +5,6 @@
 mod common;
 
 use common::{Sim, A, SAFENIC};
-use nicsim::engine::Request;
 use std::process::Command;
 use std::time::Duration;
 
@@ -34,7 +33,7 @@ fn gen_sends_every_frame_it_counts_before_it_exits() {
 fn gen_says_what_it_could_not_send_when_the_link_partner_holds_the_port() {
     let sim = Sim::start("gen-paused");
     // The link partner pauses the port (the driver sets MFLCN.RFCE, so the port obeys).
-    sim.req(Request::PauseTx { port: 0, paused: true });
+    sim.pause_tx(0, true).unwrap();
     let out = gen(&sim, &["--count", "1000", "--seconds", "1"]);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success(), "it could not finish: {stdout}");

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// The device's statistics, as 64-bit totals since the last reset.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct DeviceCounters {
     pub gprc: u64,
     pub bprc: u64,
@@ -33,6 +34,7 @@ pub struct DeviceCounters {
 
 /// Frames that never reached the driver, by reason (beyond what the registers count).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct Drops {
     /// RXCTRL.RXEN = 0, SECRXCTRL.RX_DIS = 1, no bus mastering, or master disable.
     pub rx_disabled: u64,
@@ -47,6 +49,7 @@ pub struct Drops {
 /// Frames a port holds at one moment, by place. With what the sinks received and what the
 /// device and the driver counted as dropped, they account for every frame generated.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
 pub struct InFlight {
     /// In the receive packet buffer, waiting for a descriptor.
     pub packet_buffer: u64,

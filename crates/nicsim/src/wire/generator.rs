@@ -6,7 +6,10 @@ use super::frame::{build_template, ip_checksum_partial, patch_sequence, FlowFiel
 use super::{BURST_PS, LOOKAHEAD_PS, MAX_FRAME, MIN_FRAME, PAYLOAD, REBASE_PS};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Fields that are `Option`s may be left out (they mean "none"); any other missing or unknown
+/// field is an error.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct TrafficSpec {
     /// Packets per second; `None` means line rate.
     pub rate_pps: Option<f64>,
@@ -21,7 +24,6 @@ pub struct TrafficSpec {
     /// Destination MAC; `None` = the receiving port's own address.
     pub dst_mac: Option<[u8; 6]>,
     /// If set, frame lengths cycle through `size..=size_max`, one byte longer each frame.
-    #[serde(default)]
     pub size_max: Option<usize>,
 }
 

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// Per-stream sequence tracking at a sink.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StreamStats {
     pub received: u64,
     /// Sequence numbers skipped and not (yet) seen.
@@ -15,7 +16,6 @@ pub struct StreamStats {
     pub reordered: u64,
     /// One past the highest sequence number seen: frames from here to the generator's count
     /// never arrived (or have not yet), and are not among the gaps in `lost`.
-    #[serde(default)]
     pub next_seq: u64,
 }
 
@@ -104,6 +104,7 @@ impl Sink {
 
 /// Latency percentiles in nanoseconds.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct LatencySummary {
     pub samples: u64,
     pub min: u64,

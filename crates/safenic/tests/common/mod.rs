@@ -7,8 +7,8 @@
 //! Needs root and hugepages (`make test` provides them); tests run one at a time.
 #![allow(dead_code)] // each test binary uses a different part
 
-use nicsim::engine::{PortStats, Request, Stats};
-use nicsim::server::{ServeOptions, Server};
+use nicsim::engine::{PortStats, Stats};
+use nicsim::session::{Session, SessionOptions};
 use nicsim::wire::{parse_payload, read_pcap, Captured, TrafficSpec};
 use platform::fs::ScratchDir;
 use platform::signals::Signal;
@@ -56,12 +56,18 @@ impl Driver {
 
 pub const RUST: Driver = Driver { name: "rust", command: "{safenic} fwd" };
 
-/// An in-process nicsim with two ports, in its own scratch directory.
+/// An in-process nicsim with two ports, in its own scratch directory; its control calls are
+/// those of [`Session`].
 pub struct Sim {
-    server: Option<Server>,
+    session: Session,
     pub root: PathBuf,
-    /// Dropped after the server: removes the root and anything a test wrote beside it.
-    scratch: ScratchDir,
+}
+
+impl std::ops::Deref for Sim {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        &self.session
+    }
 }
 
 impl Sim {
@@ -76,23 +82,20 @@ impl Sim {
         // statistics, it preempts the polling driver.
         platform::sched::pin_current_thread(0).expect("pinning the test thread");
         let tag = std::env::var("SAFENIC_TEST_TAG").map(|t| format!("{t}-{name}")).unwrap_or_else(|_| name.into());
-        let scratch = ScratchDir::new(SCRATCH_PREFIX, &tag).expect("a scratch directory under /dev/shm");
-        let root = scratch.path().join("nicsim");
-        let opts = ServeOptions { ports: 2, root: root.clone(), cables: vec![], gbps: 10.0, cpu: Some(0), bound };
-        Sim { server: Some(Server::start(&opts).expect("starting nicsim")), root, scratch }
-    }
-    pub fn req(&self, r: Request) -> serde_json::Value {
-        self.server.as_ref().unwrap().request(r).unwrap()
+        let opts = SessionOptions { bound, ..SessionOptions::default() };
+        let session = Session::start(SCRATCH_PREFIX, &tag, &opts).expect("starting nicsim");
+        let root = session.root().to_path_buf();
+        Sim { session, root }
     }
     pub fn stats(&self) -> Stats {
-        serde_json::from_value(self.req(Request::Stats)).unwrap()
+        self.session.stats().unwrap()
     }
     pub fn devices(&self) -> String {
-        self.root.join("devices").display().to_string()
+        self.session.devices().display().to_string()
     }
-    /// A file in this test's scratch directory.
+    /// A file in this test's scratch directory, removed with it.
     pub fn scratch_file(&self, name: &str) -> PathBuf {
-        self.scratch.path().join(name)
+        self.root.with_file_name(name)
     }
     /// `driver mode args… --sysfs <devices> --cpu 1`.
     pub fn fwd(&self, driver: Driver, mode: &str, args: &[&str]) -> Reaped {
@@ -129,27 +132,20 @@ impl Sim {
         )
         .expect("spawning nicsim exec")
     }
-    /// Waits until the driver has both ports' receive queues up.
+    /// Waits until the driver has both ports' receive and transmit queues up.
     pub fn wait_driver_ready(&self, child: &mut Reaped) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let s = self.stats();
-            if s.ports.iter().all(|p| p.rx_queues_enabled > 0 && p.tx_queues_enabled > 0) {
-                // Both agents are set up once both RX queues run; give the loop a moment.
-                std::thread::sleep(Duration::from_millis(100));
-                return;
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("the driver exited early with {status}: {}", child.output());
-            }
-            assert!(Instant::now() < deadline, "the driver did not bring the ports up");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let alive = || match child.try_wait() {
+            Ok(Some(status)) => Err(format!("the driver exited early with {status}: {}", child.output())),
+            _ => Ok(()),
+        };
+        self.session.wait_ports_up(Duration::from_secs(30), alive).unwrap();
+        // Both agents are set up once both RX queues run; give the loop a moment.
+        std::thread::sleep(Duration::from_millis(100));
     }
     /// Starts both generators with `spec`.
     pub fn start_both_ways(&self, spec: &TrafficSpec) {
         for port in 0..2 {
-            self.req(Request::Start { port, spec: spec.clone() });
+            self.start_traffic(port, spec.clone()).unwrap();
         }
     }
     /// Waits until the generators have sent everything and the sinks stop moving: every frame
@@ -180,14 +176,6 @@ impl Sim {
     pub fn send_both_ways(&self, spec: TrafficSpec) -> Stats {
         self.start_both_ways(&spec);
         self.wait_quiet()
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        if let Some(s) = self.server.take() {
-            s.stop();
-        }
     }
 }
 
@@ -298,8 +286,8 @@ pub fn assert_lossless(s: &Stats, driver: &Summary, n: u64, in_order: bool) {
 }
 
 pub fn assert_no_lint(sim: &Sim) {
-    let lint = sim.req(Request::Lint);
-    assert_eq!(lint.as_array().unwrap().len(), 0, "nicsim's lint on the driver: {lint}");
+    let lint = sim.lint().unwrap();
+    assert!(lint.is_empty(), "nicsim's lint on the driver: {lint:?}");
 }
 
 /// Stops `child` with SIGTERM and checks it exits 0 with a summary line; returns the summary.
@@ -324,13 +312,13 @@ pub fn forward(driver: Driver, mode: &str, args: &[&str], n: u64, rate: f64, in_
     let mut child = sim.fwd(driver, mode, &[&[A, B, "--flow-control"], args].concat());
     sim.wait_driver_ready(&mut child);
     let pcap = sim.scratch_file("port1.pcap");
-    sim.req(Request::Pcap { port: 1, path: pcap.display().to_string(), direction: Captured::Tx, count: Some(100) });
+    sim.capture(1, &pcap, Captured::Tx, Some(100)).unwrap();
     let s = sim.send_both_ways(TrafficSpec { rate_pps: Some(rate), count: Some(n), ..TrafficSpec::default() });
     let summary = stop_driver(driver, mode, child);
     assert_lossless(&s, &summary, n, in_order);
     assert_no_lint(&sim);
     // The paper's rewrite: destination 00:00:00:00:00:01, source 00:00:00:00:00:00.
-    sim.req(Request::PcapStop { port: 1 });
+    sim.end_capture(1).unwrap();
     let frames = read_pcap(&pcap).unwrap();
     assert_eq!(frames.len(), 100);
     for f in &frames {
@@ -345,7 +333,7 @@ pub fn every_frame_length(driver: Driver, mode: &str, rewrite: &str) {
     let mut child = sim.fwd(driver, mode, &[A, B, "--mac-rewrite", rewrite, "--flow-control"]);
     sim.wait_driver_ready(&mut child);
     let pcap = sim.scratch_file("port1.pcap");
-    sim.req(Request::Pcap { port: 1, path: pcap.display().to_string(), direction: Captured::Tx, count: None });
+    sim.capture(1, &pcap, Captured::Tx, None).unwrap();
     let n = 1514 - 60 + 1;
     let spec = TrafficSpec {
         rate_pps: Some(RATE_PPS / 4.0),
@@ -355,7 +343,7 @@ pub fn every_frame_length(driver: Driver, mode: &str, rewrite: &str) {
         ..TrafficSpec::default()
     };
     let s = sim.send_both_ways(spec);
-    sim.req(Request::PcapStop { port: 1 });
+    sim.end_capture(1).unwrap();
     let summary = stop_driver(driver, mode, child);
     assert_lossless(&s, &summary, n, true);
     let frames = read_pcap(&pcap).unwrap();

@@ -1,0 +1,212 @@
+//! The control API: each request and its typed answer, in one place.
+//!
+//! On the socket a request is one JSON object per line, tagged by `cmd`; the answer is one line,
+//! `{"ok":true,"result":…}` or `{"ok":false,"error":"…"}`. Both ends use these types with serde,
+//! and an unknown or missing field is an error, never a default. In process the engine answers
+//! with a [`Reply`] that is converted to the expected type without passing through JSON.
+
+use crate::engine::Stats;
+use crate::lint::LintWarning;
+use crate::wire::{Captured, TrafficSpec};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// A control request.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Ports, PCI addresses and paths: answers [`Info`].
+    Info,
+    /// Start (or restart) the generator of a port: answers [`Done`].
+    Start { port: usize, spec: TrafficSpec },
+    /// Stop the generator of a port: answers [`Stopped`].
+    Stop { port: usize },
+    /// Change the rate of a running generator (`None` = line rate): answers [`Done`].
+    SetRate { port: usize, rate_pps: Option<f64> },
+    /// Counters, latency, faults: answers [`Stats`].
+    Stats,
+    /// Lint warnings of every port: answers a list of [`LintWarning`].
+    Lint,
+    /// Zero sinks, generator counts and device statistics: answers [`Done`].
+    ResetCounters,
+    /// Capture frames of a port into a pcap file: answers [`Done`].
+    Pcap { port: usize, path: String, direction: Captured, count: Option<u64> },
+    /// Stop a capture and flush the file: answers [`CaptureEnd`].
+    PcapStop { port: usize },
+    /// Hold (or release) a port's transmitter, as a link partner's flow-control pause does:
+    /// answers [`Done`].
+    PauseTx { port: usize, paused: bool },
+    /// Stop the server: answers [`Done`].
+    Shutdown,
+}
+
+/// The answer to a request that returns nothing but success.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Done {}
+
+/// The answer to [`Request::Stop`]: frames the generator sent in all.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Stopped {
+    pub generated: u64,
+}
+
+/// The answer to [`Request::PcapStop`]: frames written to the file.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureEnd {
+    pub written: u64,
+}
+
+/// The answer to [`Request::Info`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Info {
+    pub root: PathBuf,
+    /// What drivers pass as `--sysfs`.
+    pub devices: PathBuf,
+    pub socket: PathBuf,
+    pub link_gbps: f64,
+    pub ports: Vec<PortInfo>,
+}
+
+/// One port of [`Info`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PortInfo {
+    pub port: usize,
+    /// PCI address, e.g. `0000:5e:00.0`.
+    pub address: String,
+    /// The function's directory.
+    pub dir: PathBuf,
+    /// MAC address as `02:00:00:00:00:00`.
+    pub mac: String,
+    /// The port at the other end of a cable, if any.
+    pub cable: Option<usize>,
+}
+
+/// What the engine answers, in process; on the socket each variant is the bare `result`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Reply {
+    Done(Done),
+    Stopped(Stopped),
+    CaptureEnd(CaptureEnd),
+    Info(Info),
+    Stats(Box<Stats>),
+    Lint(Vec<LintWarning>),
+}
+
+/// An answer type: how it is taken out of a [`Reply`] in process, and read from JSON on the
+/// socket.
+pub trait Answer: DeserializeOwned + Sized {
+    /// What the answer is, for the message when another came.
+    const WHAT: &'static str;
+    fn from_reply(reply: Reply) -> Option<Self>;
+}
+
+macro_rules! answer {
+    ($type:ty, $variant:ident, $what:literal) => {
+        impl Answer for $type {
+            const WHAT: &'static str = $what;
+            fn from_reply(reply: Reply) -> Option<Self> {
+                match reply {
+                    Reply::$variant(a) => Some(a),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+answer!(Done, Done, "an acknowledgement");
+answer!(Stopped, Stopped, "a generator's total");
+answer!(CaptureEnd, CaptureEnd, "a capture's total");
+answer!(Info, Info, "the server's description");
+answer!(Vec<LintWarning>, Lint, "lint warnings");
+
+impl Answer for Stats {
+    const WHAT: &'static str = "statistics";
+    fn from_reply(reply: Reply) -> Option<Self> {
+        match reply {
+            Reply::Stats(s) => Some(*s),
+            _ => None,
+        }
+    }
+}
+
+/// Takes the answer of type `A` out of `reply`, or says which request got which answer.
+pub fn expect<A: Answer>(request: &Request, reply: Reply) -> Result<A, String> {
+    A::from_reply(reply).ok_or_else(|| format!("nicsim answered {request:?} with something other than {}", A::WHAT))
+}
+
+/// One answer line on the socket.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope<T> {
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl<T> Envelope<T> {
+    pub fn of(answer: Result<T, String>) -> Self {
+        match answer {
+            Ok(result) => Envelope { ok: true, result: Some(result), error: None },
+            Err(error) => Envelope { ok: false, result: None, error: Some(error) },
+        }
+    }
+
+    /// The result, or the server's error.
+    pub fn into_result(self) -> Result<T, String> {
+        match (self.ok, self.result, self.error) {
+            (true, Some(r), None) => Ok(r),
+            (false, None, Some(e)) => Err(e),
+            _ => Err("nicsim's answer has neither a result nor an error".into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_field_in_a_request_is_an_error() {
+        let good = r#"{"cmd":"stop","port":1}"#;
+        assert_eq!(serde_json::from_str::<Request>(good).unwrap(), Request::Stop { port: 1 });
+        for bad in [r#"{"cmd":"stop","port":1,"prot":2}"#, r#"{"cmd":"stop"}"#, r#"{"cmd":"stpo","port":1}"#] {
+            assert!(serde_json::from_str::<Request>(bad).is_err(), "{bad} was accepted");
+        }
+    }
+
+    #[test]
+    fn an_answer_must_have_every_field_and_no_other() {
+        let info = r#"{"root":"/r","devices":"/r/devices","socket":"/r/s","link_gbps":10.0,"ports":[]}"#;
+        assert_eq!(serde_json::from_str::<Info>(info).unwrap().link_gbps, 10.0);
+        let misspelt = info.replace("link_gbps", "link_gpbs");
+        assert!(serde_json::from_str::<Info>(&misspelt).is_err(), "a misspelt field became a default");
+        let extra = info.replace("\"ports\"", "\"speed\":1,\"ports\"");
+        assert!(serde_json::from_str::<Info>(&extra).is_err());
+        assert!(serde_json::from_str::<Envelope<Done>>(r#"{"ok":true,"result":{"x":1}}"#).is_err());
+    }
+
+    #[test]
+    fn replies_round_trip_through_the_socket_form() {
+        let line = serde_json::to_string(&Envelope::of(Ok(Reply::Stopped(Stopped { generated: 7 })))).unwrap();
+        assert_eq!(line, r#"{"ok":true,"result":{"generated":7}}"#);
+        let back: Envelope<Stopped> = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.into_result(), Ok(Stopped { generated: 7 }));
+        let err: Envelope<Done> = serde_json::from_str(r#"{"ok":false,"error":"no port 9"}"#).unwrap();
+        assert_eq!(err.into_result(), Err("no port 9".to_string()));
+    }
+
+    #[test]
+    fn the_wrong_answer_in_process_is_named() {
+        let e = expect::<Info>(&Request::Info, Reply::Done(Done {})).unwrap_err();
+        assert!(e.contains("the server's description"), "{e}");
+    }
+}
