@@ -5,7 +5,6 @@
 
 #![forbid(unsafe_code)]
 
-mod audit;
 mod fwd;
 mod gen;
 mod report;
@@ -94,14 +93,16 @@ enum Cmd {
         seconds: Option<f64>,
     },
     /// Prove from the release binary that the hot paths contain no run-time checks, print the
-    /// size table and the unsafe budget; exit 1 if a check or misplaced unsafe is found.
+    /// size table and the unsafe budget; exit 1 if a check or misplaced unsafe is found. Runs
+    /// `safenic-audit` (crates/audit), built beside this program, so that the audit's
+    /// dependencies stay out of the driver.
     Audit {
         /// The release safenic binary to inspect (default: this one).
         #[arg(long)]
         binary: Option<PathBuf>,
-        /// The repository root (for sources, unsafe budget and the C builds).
-        #[arg(long, default_value = ".")]
-        root: PathBuf,
+        /// The repository root (default: the one this program was built in).
+        #[arg(long)]
+        root: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -174,6 +175,28 @@ fn frame_size(s: &str) -> Result<usize, String> {
     s.parse().ok().filter(|n| (60..=1514).contains(n)).ok_or_else(|| format!("`{s}`: frames are 60 to 1514 bytes"))
 }
 
+/// `safenic audit`: `safenic-audit` from the same build, on this binary unless told otherwise.
+fn run_audit(binary: Option<PathBuf>, root: Option<PathBuf>, json: bool) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let me = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
+    let auditor = me.with_file_name("safenic-audit");
+    if !auditor.exists() {
+        return Err(format!(
+            "{} is missing: build it with `cargo build --release -p audit` (make audit does)",
+            auditor.display()
+        ));
+    }
+    let mut cmd = std::process::Command::new(&auditor);
+    cmd.arg("--binary").arg(binary.unwrap_or(me));
+    if let Some(r) = root {
+        cmd.arg("--root").arg(r);
+    }
+    if json {
+        cmd.arg("--json");
+    }
+    Err(format!("cannot run {}: {}", auditor.display(), cmd.exec()))
+}
+
 fn main() -> ExitCode {
     let args: Cli = cli::parse("safenic");
     let result = match args.cmd {
@@ -195,17 +218,7 @@ fn main() -> ExitCode {
         Cmd::Gen { port, sysfs, rate, size, count, seconds } => {
             gen::run(&gen::Options { port, sysfs, rate, size, count, seconds })
         }
-        Cmd::Audit { binary, root, json } => {
-            let binary =
-                binary.map_or_else(std::env::current_exe, Ok).map_err(|e| format!("finding this executable: {e}"));
-            binary.and_then(|b| audit::run(&b, &root, json)).and_then(|passed| {
-                if passed {
-                    Ok(())
-                } else {
-                    Err("audit failed: see the findings above".into())
-                }
-            })
-        }
+        Cmd::Audit { binary, root, json } => run_audit(binary, root, json),
         Cmd::Bench { modes, drivers, no_rust, seconds, callgrind_seconds, throughput_only, instructions_only } => {
             bench_options(modes, drivers, no_rust, seconds, callgrind_seconds).and_then(|mut o| {
                 o.throughput = !instructions_only;

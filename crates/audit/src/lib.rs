@@ -1,0 +1,94 @@
+//! The audit: proves from the compiled release code that the hot paths contain no run-time
+//! checks, and from the sources that unsafe code stays in its two crates.
+//!
+//! - **Hot paths** ([`hot_paths`]): every function registered in `crates/safenic/src/fwd.rs`
+//!   ([`registry`]) and everything it calls that is not inlined, decoded from the binary
+//!   ([`elf`]); a call to a panic, bounds-check, overflow, unwrap, allocation or formatting
+//!   routine is a finding, with its source line from the DWARF line tables ([`lines`]). Each
+//!   registered loop is also decoded by `objdump -d`, which must agree ([`cross_check`]).
+//! - **Table 2 of the paper** ([`sizes`]): lines of code and instructions per main loop.
+//! - **Unsafe budget** ([`budget`], [`unsafe_code`]): every kind of unsafe code, per crate.
+#![forbid(unsafe_code)]
+
+pub mod budget;
+pub mod cross_check;
+pub mod elf;
+pub mod hot_paths;
+pub mod lines;
+pub mod registry;
+pub mod report;
+pub mod sizes;
+pub mod unsafe_code;
+
+use budget::CrateBudget;
+use hot_paths::FunctionReport;
+use serde::Serialize;
+use sizes::{SizeRow, TableDriver};
+use std::path::{Path, PathBuf};
+
+/// Everything the audit reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub binary: String,
+    pub functions: Vec<FunctionReport>,
+    pub cold_calls: Vec<(String, String)>,
+    /// Registered loops on which `objdump -d` and the audit's decoder disagree.
+    pub cross_check_failures: Vec<String>,
+    pub crates: Vec<CrateBudget>,
+    pub sizes: Vec<SizeRow>,
+    pub trusted_kernel_lines: usize,
+    pub hot_path_checks: usize,
+    pub passed: bool,
+}
+
+/// What to audit.
+pub struct Options {
+    /// The release binary with the hot paths.
+    pub binary: PathBuf,
+    /// The repository.
+    pub root: PathBuf,
+    /// The drivers of Table 2.
+    pub table: Vec<TableDriver>,
+}
+
+pub fn audit(o: &Options) -> Result<Report, String> {
+    if o.binary.components().any(|c| c.as_os_str() == "debug") {
+        return Err(format!(
+            "{} is a debug build, which keeps overflow checks: audit the release build (make audit does)",
+            o.binary.display()
+        ));
+    }
+    let binary = elf::Binary::read(&o.binary)?;
+    let registry = registry::read(&o.root)?;
+    let cold: Vec<String> = registry.cold_calls.iter().map(|(n, _)| n.clone()).collect();
+    let functions = hot_paths::audit_hot_paths(&o.binary, &binary, &registry.hot_paths, &cold)?;
+    let mut cross_check_failures = Vec::new();
+    for root in &registry.hot_paths {
+        for f in binary.named(root) {
+            if let Err(e) = cross_check::agrees_with_objdump(&o.binary, f) {
+                cross_check_failures.push(e);
+            }
+        }
+    }
+    let crates = budget::unsafe_budget(&o.root)?;
+    let kernel = budget::rust_files(&o.root.join("crates/invariants/src"));
+    let hot_path_checks: usize = functions.iter().map(|r| r.checks.len()).sum();
+    let passed = hot_path_checks == 0 && cross_check_failures.is_empty() && crates.iter().all(CrateBudget::passed);
+    Ok(Report {
+        binary: o.binary.display().to_string(),
+        functions,
+        cold_calls: registry.cold_calls,
+        cross_check_failures,
+        crates,
+        sizes: sizes::size_table(&o.root, &o.table),
+        trusted_kernel_lines: sizes::lines_of_code(&kernel),
+        hot_path_checks,
+        passed,
+    })
+}
+
+/// The repository a binary was built in, if it sits in its `target/<profile>/`.
+pub fn repository_of(binary: &Path) -> Option<PathBuf> {
+    let root = binary.parent()?.parent()?.parent()?;
+    root.join("Cargo.toml").exists().then(|| root.to_path_buf())
+}

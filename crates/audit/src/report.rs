@@ -1,0 +1,74 @@
+//! The audit's report as text.
+
+use crate::budget::UNSAFE_ROOMS;
+use crate::registry::REGISTRY;
+use crate::sizes::MODES;
+use crate::Report;
+
+pub fn print_text(r: &Report) -> Result<(), String> {
+    cli::outln!("Hot paths of {} (registered in {REGISTRY}, and what they call):", r.binary)?;
+    for f in &r.functions {
+        let verdict = if f.checks.is_empty() { "no checks".to_string() } else { format!("{} CHECKS", f.checks.len()) };
+        cli::outln!("  {:<55} {:>5} instructions  {verdict}", f.name, f.instructions)?;
+        for c in &f.checks {
+            cli::outln!("      {} at {}: call to {} ({})", c.kind.describe(), c.source, c.callee, c.address)?;
+        }
+    }
+    for (name, why) in &r.cold_calls {
+        cli::outln!("  allowed call, not followed: {name}: {why}")?;
+    }
+    cli::outln!("Checks in hot paths: {}", r.hot_path_checks)?;
+    if r.cross_check_failures.is_empty() {
+        cli::outln!("Cross-check: objdump -d decodes every registered loop as the audit does")?;
+    }
+    for e in &r.cross_check_failures {
+        cli::outln!("  CROSS-CHECK FAILED: {e}")?;
+    }
+    cli::outln!("")?;
+    cli::outln!("Size (paper Table 2): lines of code, and x86 instructions in each main loop")?;
+    cli::outln!("  {:<40} {:>6}  {:<22} {:<22} {:<22}", "driver", "lines", MODES[0], MODES[1], MODES[2])?;
+    for s in &r.sizes {
+        let cell = |m: &str| s.loops.get(m).map(|v| format!("{v:?}")).unwrap_or_else(|| "-".into());
+        cli::outln!(
+            "  {:<40} {:>6}  {:<22} {:<22} {:<22}",
+            s.driver,
+            s.lines_of_code,
+            cell(MODES[0]),
+            cell(MODES[1]),
+            cell(MODES[2])
+        )?;
+    }
+    cli::outln!("")?;
+    cli::outln!("Unsafe budget (allowed only in {}):", UNSAFE_ROOMS.join(" and "))?;
+    for c in &r.crates {
+        let others: Vec<String> = c
+            .sites
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "unsafe block" | "unsafe impl"))
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect();
+        let others = if others.is_empty() { String::new() } else { format!(" ({})", others.join(", ")) };
+        let mark = if !c.passed() { "  FAILED" } else { "" };
+        cli::outln!(
+            "  {:<12} {:>3} unsafe blocks, {:>4} lines{others}{mark}",
+            c.name,
+            c.unsafe_blocks,
+            c.unsafe_lines
+        )?;
+        for u in &c.undocumented {
+            cli::outln!("      no // SAFETY: comment above the unsafe block at {u}")?;
+        }
+        for u in &c.not_allowed {
+            cli::outln!("      not allowed outside {}: {u}", UNSAFE_ROOMS.join(" and "))?;
+        }
+        for u in &c.unparsed {
+            cli::outln!("      cannot parse, so cannot count its unsafe code: {u}")?;
+        }
+        if !c.allowed && !c.forbids_unsafe {
+            cli::outln!("      a crate root lacks #![forbid(unsafe_code)]")?;
+        }
+    }
+    cli::outln!("Trusted kernel (crates/invariants): {} lines of code", r.trusted_kernel_lines)?;
+    cli::outln!("audit: {}", if r.passed { "passed" } else { "FAILED" })?;
+    Ok(())
+}
