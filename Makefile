@@ -8,9 +8,10 @@ all: build
 setup:
 	@scripts/setup
 
+# The workspace, then every driver of drivers/drivers.toml by its own build command.
 build:
 	$(CARGO) build --workspace --release
-	$(MAKE) -C drivers/c
+	target/release/safenic-drivers build
 
 demo: setup build
 	scripts/demo
@@ -21,22 +22,23 @@ test: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build --workspace
-	$(MAKE) -C drivers/c
+	target/debug/safenic-drivers build
 	$(CARGO) test --workspace -- --test-threads=1
 	$(MAKE) audit
 
 # The hot paths of the release build contain no run-time check, unsafe stays in its two crates
-# (each block with // SAFETY:), and the trusted kernel's tests pass under Miri.
+# (each block with // SAFETY:), and the trusted kernel's tests pass under Miri. `safenic audit`
+# runs safenic-audit (crates/audit) on the release safenic.
 audit: setup build
 	target/release/safenic audit
 	$(CARGO) +nightly miri test -p invariants
 
-# nicsim's own ceiling, then every driver model: forwarded Mpps and instructions per packet.
+# nicsim's own ceiling, then every model of every driver of drivers/drivers.toml with
+# `bench = true`: forwarded Mpps and instructions per packet.
 bench: setup build
 	target/release/nicsim bench --seconds 10
 	target/release/nicsim bench --seconds 10 --link-gbps 100
-	target/release/safenic bench --driver 'c-clang=drivers/c/build/clang/safenic-c-{mode} fwd' \
-	  --driver 'c-gcc=drivers/c/build/gcc/safenic-c-{mode} fwd'
+	target/release/safenic bench
 
 # nicsim against random driver input for a long time, from a new seed each run (make test runs
 # 10^5 cases from a fixed one). A failure prints the seed and case count that replay it.

@@ -89,6 +89,5 @@ pub fn audit(o: &Options) -> Result<Report, String> {
 
 /// The repository a binary was built in, if it sits in its `target/<profile>/`.
 pub fn repository_of(binary: &Path) -> Option<PathBuf> {
-    let root = binary.parent()?.parent()?.parent()?;
-    root.join("Cargo.toml").exists().then(|| root.to_path_buf())
+    manifest::repository_of(binary)
 }

@@ -2,7 +2,6 @@
 //! release build, the paper's Table 2, and the unsafe budget. Exits 1 if the audit fails.
 #![forbid(unsafe_code)]
 
-use audit::sizes::TableDriver;
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,32 +20,24 @@ struct Cli {
     json: bool,
 }
 
-fn table() -> Vec<TableDriver> {
-    let c = |compiler: &str| TableDriver {
-        label: format!("c, {compiler} (drivers/c/src)"),
-        sources: vec!["drivers/c/src".into()],
-        binary: format!("drivers/c/build/{compiler}/safenic-c-{{mode}}"),
-        main_loop: "forward_{mode}".into(),
-    };
-    vec![
-        TableDriver {
-            label: "rust (crates/ixgbe + safenic fwd.rs)".into(),
-            sources: vec!["crates/ixgbe/src".into(), "crates/safenic/src/fwd.rs".into()],
-            binary: "target/release/safenic".into(),
-            main_loop: "safenic::fwd::forward_{mode}".into(),
-        },
-        c("clang"),
-        c("gcc"),
-    ]
-}
-
 fn run(args: Cli) -> Result<(), String> {
     let binary = match args.binary {
         Some(b) => b,
         None => std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?.with_file_name("safenic"),
     };
-    let root = args.root.or_else(|| audit::repository_of(&binary)).unwrap_or_else(|| PathBuf::from("."));
-    let report = audit::audit(&audit::Options { binary, root, table: table() })?;
+    if !binary.is_file() {
+        return Err(format!(
+            "{}: no such binary: build it with `cargo build --release` or pass --binary",
+            binary.display()
+        ));
+    }
+    let root = args
+        .root
+        .or_else(|| audit::repository_of(&binary))
+        .or_else(|| std::env::current_exe().ok().and_then(|e| audit::repository_of(&e)))
+        .unwrap_or_else(|| PathBuf::from("."));
+    let table = audit::sizes::table_of(&manifest::Manifest::load(&root)?);
+    let report = audit::audit(&audit::Options { binary, root, table })?;
     if args.json {
         cli::outln!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?)?;
     } else {
@@ -60,5 +51,11 @@ fn run(args: Cli) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    cli::finish("safenic-audit", run(cli::parse("safenic-audit")))
+    // Run as `safenic audit`, errors name the command the user typed.
+    let invoked_as = std::env::args_os().next().map(PathBuf::from);
+    let name = match invoked_as.as_deref().and_then(|p| p.file_name()).and_then(|n| n.to_str()) {
+        Some("safenic") => "safenic",
+        _ => "safenic-audit",
+    };
+    cli::finish(name, run(cli::parse(name)))
 }

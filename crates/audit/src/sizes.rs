@@ -22,6 +22,21 @@ pub struct TableDriver {
     pub main_loop: String,
 }
 
+/// The drivers of the table: every manifest entry with a `binary` and a `main_loop`.
+pub fn table_of(m: &manifest::Manifest) -> Vec<TableDriver> {
+    m.drivers
+        .iter()
+        .filter_map(|d| {
+            Some(TableDriver {
+                label: format!("{} ({})", d.name, d.language),
+                sources: d.sources.clone(),
+                binary: d.binary.clone()?,
+                main_loop: d.main_loop.clone()?,
+            })
+        })
+        .collect()
+}
+
 /// A row of the table.
 #[derive(Debug, Clone, Serialize)]
 pub struct SizeRow {

@@ -353,13 +353,19 @@ pub fn callgrind_total(text: &str) -> Option<u64> {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
 
-/// The safenic binary next to the running executable (`target/<profile>/safenic`).
-pub fn safenic_driver(exe: &Path) -> Driver {
-    Driver {
-        name: "rust".into(),
-        command: vec![exe.display().to_string(), "fwd".into()],
-        hot_function: "*forward_{mode}*".into(),
-    }
+/// The drivers `safenic bench` measures: every entry of the driver manifest with
+/// `bench = true`, its command resolved against the repository `root`, with `safenic` as
+/// `{safenic}`.
+pub fn drivers_of(m: &manifest::Manifest, root: &Path, safenic: &Path) -> Vec<Driver> {
+    m.drivers
+        .iter()
+        .filter(|d| d.bench)
+        .map(|d| Driver {
+            name: d.name.clone(),
+            command: d.command_words(root, safenic),
+            hot_function: "*forward_{mode}*".into(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

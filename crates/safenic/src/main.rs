@@ -112,14 +112,18 @@ enum Cmd {
         /// Models to measure (default: all three).
         #[arg(long, value_enum, value_delimiter = ',')]
         modes: Vec<Mode>,
+        /// Measure only these drivers of the manifest (drivers/drivers.toml; default: every one
+        /// with `bench = true`, the Rust one as this safenic).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
         /// Another driver following the contract, as NAME=COMMAND (the words before the mode;
-        /// `{mode}` is replaced by the model), e.g.
-        /// `c-clang=drivers/c/build/clang/safenic-c-{mode} fwd`. Repeatable. This safenic is always measured
-        /// first, as `rust`, unless --no-rust.
+        /// `{mode}` is replaced by the model), e.g. `mine=./my-driver-{mode} fwd`. Repeatable.
         #[arg(long = "driver")]
         drivers: Vec<String>,
+        /// The repository, for the manifest and relative paths (default: the one this program
+        /// was built in, else the current directory).
         #[arg(long)]
-        no_rust: bool,
+        root: Option<PathBuf>,
         /// Seconds of each throughput window (after one second of warm-up). A window in which
         /// nicsim fell behind is measured again, up to three windows.
         #[arg(long, default_value_t = 5.0, value_parser = cli::seconds)]
@@ -136,23 +140,31 @@ enum Cmd {
     },
 }
 
+/// Which drivers `safenic bench` measures.
+struct Selection {
+    only: Vec<String>,
+    extra: Vec<String>,
+    root: Option<PathBuf>,
+}
+
 fn bench_options(
     modes: Vec<Mode>,
-    drivers: Vec<String>,
-    no_rust: bool,
+    selection: Selection,
     seconds: f64,
     callgrind_seconds: f64,
 ) -> Result<report::Options, String> {
-    let mut all = Vec::new();
-    if !no_rust {
-        let exe = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
-        all.push(bench::safenic_driver(&exe));
+    let exe = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
+    let root = selection.root.or_else(|| manifest::repository_of(&exe)).unwrap_or_else(|| PathBuf::from("."));
+    let listed = bench::drivers_of(&manifest::Manifest::load(&root)?, &root, &exe);
+    for name in &selection.only {
+        if !listed.iter().any(|d| &d.name == name) {
+            return Err(format!("--only {name}: no driver of that name with `bench = true` in {}", manifest::MANIFEST));
+        }
     }
-    for d in &drivers {
+    let mut all: Vec<bench::Driver> =
+        listed.into_iter().filter(|d| selection.only.is_empty() || selection.only.contains(&d.name)).collect();
+    for d in &selection.extra {
         all.push(bench::Driver::parse(d)?);
-    }
-    if all.is_empty() {
-        return Err("no driver to measure: drop --no-rust or add --driver NAME=COMMAND".into());
     }
     let modes = if modes.is_empty() { vec![Mode::Restricted, Mode::Const, Mode::Flexible] } else { modes };
     Ok(report::Options {
@@ -187,7 +199,8 @@ fn run_audit(binary: Option<PathBuf>, root: Option<PathBuf>, json: bool) -> Resu
         ));
     }
     let mut cmd = std::process::Command::new(&auditor);
-    cmd.arg("--binary").arg(binary.unwrap_or(me));
+    // Its messages then name `safenic`, the command that was typed.
+    cmd.arg0("safenic").arg("--binary").arg(binary.unwrap_or(me));
     if let Some(r) = root {
         cmd.arg("--root").arg(r);
     }
@@ -219,8 +232,9 @@ fn main() -> ExitCode {
             gen::run(&gen::Options { port, sysfs, rate, size, count, seconds })
         }
         Cmd::Audit { binary, root, json } => run_audit(binary, root, json),
-        Cmd::Bench { modes, drivers, no_rust, seconds, callgrind_seconds, throughput_only, instructions_only } => {
-            bench_options(modes, drivers, no_rust, seconds, callgrind_seconds).and_then(|mut o| {
+        Cmd::Bench { modes, only, drivers, root, seconds, callgrind_seconds, throughput_only, instructions_only } => {
+            let selection = Selection { only, extra: drivers, root };
+            bench_options(modes, selection, seconds, callgrind_seconds).and_then(|mut o| {
                 o.throughput = !instructions_only;
                 o.instructions = !throughput_only;
                 report::run(&o)

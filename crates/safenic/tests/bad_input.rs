@@ -141,6 +141,23 @@ fn every_nicsim_subcommand_refuses_bad_values_in_one_line() {
     assert!(s.ports.iter().all(|p| !p.generator_active && p.generated == 0), "no refused request started traffic");
 }
 
+#[test]
+fn the_audit_and_the_driver_manifest_tool_refuse_bad_input_in_one_line() {
+    let sibling = |n: &str| PathBuf::from(SAFENIC).with_file_name(n);
+    let (auditor, drivers) = (sibling("safenic-audit"), sibling("safenic-drivers"));
+    for (program, args, names) in [
+        (&auditor, vec!["--binary", "/nonexistent/safenic"], "/nonexistent/safenic"),
+        (&auditor, vec!["--root", "/nonexistent", "--binary", SAFENIC], "drivers.toml"),
+        (&auditor, vec!["--frobnicate"], "--frobnicate"),
+        (&drivers, vec!["build", "no-such-driver"], "safenic-drivers list"),
+        (&drivers, vec!["--root", "/nonexistent", "list"], "drivers.toml"),
+        (&drivers, vec!["frobnicate"], "frobnicate"),
+    ] {
+        let err = refused(program, &args);
+        assert!(err.contains(names), "`{} {}`: the error names {names}: {err}", program.display(), args.join(" "));
+    }
+}
+
 /// Runs `program args` with standard output a pipe whose reader has already gone.
 fn with_closed_stdout(program: &PathBuf, args: &[&str]) -> std::process::Output {
     let mut child = Command::new(program)

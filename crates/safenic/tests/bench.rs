@@ -4,8 +4,12 @@
 
 use bench::{instructions, throughput, Driver, Limit, MAX_WINDOWS};
 
+/// The Rust driver as the manifest describes it, with this build's safenic.
 fn safenic() -> Driver {
-    bench::safenic_driver(std::path::Path::new(env!("CARGO_BIN_EXE_safenic")))
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let m = manifest::Manifest::load(&root).unwrap();
+    let all = bench::drivers_of(&m, &root, std::path::Path::new(env!("CARGO_BIN_EXE_safenic")));
+    all.into_iter().find(|d| d.name == "rust").expect("the manifest lists the Rust driver")
 }
 
 #[test]

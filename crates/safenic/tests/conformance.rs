@@ -7,7 +7,8 @@
 //! driver exits 0 on SIGTERM with a summary line; nicsim records zero DMA faults and zero lint
 //! warnings; platform failures are one line that names the fix.
 //!
-//! A driver joins by adding one line to the list at the bottom.
+//! The drivers are those of the driver manifest (drivers/drivers.toml) with
+//! `conformance = true`: the build script writes the list, and a driver joins with its entry.
 //! Needs root and hugepages (`make test` provides them, and builds the C drivers first).
 
 mod common;
@@ -62,9 +63,4 @@ macro_rules! conformance {
     )*};
 }
 
-conformance! {
-    rust => "rust", "{safenic} fwd";
-    c_clang => "c-clang", "drivers/c/build/clang/safenic-c-{mode} fwd";
-    c_gcc => "c-gcc", "drivers/c/build/gcc/safenic-c-{mode} fwd";
-    c_asan => "c-asan", "drivers/c/build/asan/safenic-c-{mode} fwd";
-}
+include!(concat!(env!("OUT_DIR"), "/conformance_drivers.rs"));

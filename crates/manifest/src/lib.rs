@@ -1,0 +1,162 @@
+//! The driver manifest, `drivers/drivers.toml`: the one list of drivers that the build, the
+//! conformance suite, the bench and the audit's Table 2 all read. A driver joins with one entry.
+#![forbid(unsafe_code)]
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Where the manifest is, relative to the repository.
+pub const MANIFEST: &str = "drivers/drivers.toml";
+
+/// The models every driver implements.
+pub const MODES: [&str; 3] = ["restricted", "const", "flexible"];
+
+/// The whole manifest.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    #[serde(rename = "driver")]
+    pub drivers: Vec<DriverEntry>,
+}
+
+/// One driver.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DriverEntry {
+    /// Its name in test names (with `-` as `_`), reports and tables: `rust`, `c-clang`.
+    pub name: String,
+    pub language: String,
+    /// A shell command, run from the repository, that builds it (`None`: nothing to build).
+    pub build: Option<String>,
+    /// The words before `<mode> <BDF-in> <BDF-out> …`; `{mode}` and `{safenic}` are replaced.
+    pub command: String,
+    /// Its source files and folders (lines of code in Table 2).
+    pub sources: Vec<String>,
+    /// The binary of a model, for Table 2; `{mode}` is replaced.
+    pub binary: Option<String>,
+    /// The symbol of a model's main loop, for Table 2; `{mode}` is replaced.
+    pub main_loop: Option<String>,
+    /// Run through the conformance suite.
+    pub conformance: bool,
+    /// Measured by `safenic bench`.
+    pub bench: bool,
+}
+
+impl Manifest {
+    /// The manifest of the repository at `root`.
+    pub fn load(root: &Path) -> Result<Manifest, String> {
+        let path = root.join(MANIFEST);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("reading {}: {e} (run from the repository or pass --root)", path.display()))?;
+        Manifest::parse(&text).map_err(|e| format!("{MANIFEST}: {e}"))
+    }
+
+    /// A manifest from its text, checked: names unique and usable as test names, a `binary`
+    /// only with a `main_loop`.
+    pub fn parse(text: &str) -> Result<Manifest, String> {
+        let m: Manifest = toml::from_str(text).map_err(|e| e.to_string().trim().replace('\n', " "))?;
+        for (i, d) in m.drivers.iter().enumerate() {
+            if d.name.is_empty() || !d.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+                return Err(format!("driver name `{}`: use lowercase letters, digits and `-`", d.name));
+            }
+            if m.drivers[..i].iter().any(|e| e.name == d.name) {
+                return Err(format!("driver `{}` appears twice", d.name));
+            }
+            if d.command.split_whitespace().next().is_none() {
+                return Err(format!("driver `{}` has an empty command", d.name));
+            }
+            if d.binary.is_some() != d.main_loop.is_some() {
+                return Err(format!("driver `{}`: Table 2 needs both `binary` and `main_loop`", d.name));
+            }
+        }
+        Ok(m)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&DriverEntry> {
+        self.drivers.iter().find(|d| d.name == name)
+    }
+}
+
+impl DriverEntry {
+    /// Its command's words, `{safenic}` replaced by `safenic` and a relative program path
+    /// made absolute against the repository `root`; `{mode}` is left for the caller.
+    pub fn command_words(&self, root: &Path, safenic: &Path) -> Vec<String> {
+        let mut words: Vec<String> =
+            self.command.split_whitespace().map(|w| w.replace("{safenic}", &safenic.display().to_string())).collect();
+        if let Some(program) = words.first_mut() {
+            if program.contains('/') && !program.starts_with('/') {
+                *program = root.join(&*program).display().to_string();
+            }
+        }
+        words
+    }
+
+    /// The name as a Rust identifier (for test modules): `c-clang` → `c_clang`.
+    pub fn ident(&self) -> String {
+        self.name.replace('-', "_")
+    }
+}
+
+/// The conformance suite's test modules for `manifest`: one `conformance!` entry per driver
+/// with `conformance = true` (the safenic crate's build script writes this into the suite).
+pub fn conformance_entries(manifest: &Manifest) -> String {
+    let entries: String = manifest
+        .drivers
+        .iter()
+        .filter(|d| d.conformance)
+        .map(|d| format!("    {} => {:?}, {:?};\n", d.ident(), d.name, d.command))
+        .collect();
+    format!("conformance! {{\n{entries}}}\n")
+}
+
+/// The repository a program was built in, if it sits in its `target/<profile>/`.
+pub fn repository_of(program: &Path) -> Option<PathBuf> {
+    let root = program.parent()?.parent()?.parent()?;
+    root.join(MANIFEST).exists().then(|| root.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repository() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    #[test]
+    fn the_repository_manifest_lists_every_driver() {
+        let m = Manifest::load(&repository()).unwrap();
+        let names: Vec<&str> = m.drivers.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["rust", "c-clang", "c-gcc", "c-asan"]);
+        assert!(m.drivers.iter().all(|d| d.conformance));
+        assert!(!m.get("c-asan").unwrap().bench, "a sanitizer build is tested, not measured");
+    }
+
+    #[test]
+    fn a_bad_manifest_is_refused_with_the_reason() {
+        let ok = "[[driver]]\nname = \"x\"\nlanguage = \"C\"\ncommand = \"x fwd\"\nsources = []\nconformance = true\nbench = false\n";
+        assert_eq!(Manifest::parse(ok).unwrap().drivers.len(), 1);
+        let e = Manifest::parse(&ok.replace("bench", "bnech")).unwrap_err();
+        assert!(e.contains("bnech"), "{e}");
+        assert!(Manifest::parse(&format!("{ok}{ok}")).unwrap_err().contains("twice"));
+        assert!(Manifest::parse(&ok.replace("\"x\"", "\"X y\"")).unwrap_err().contains("lowercase"));
+        assert!(Manifest::parse(&ok.replace("sources = []", "sources = []\nbinary = \"b\"")).is_err());
+    }
+
+    #[test]
+    fn commands_resolve_against_the_repository() {
+        let m = Manifest::load(&repository()).unwrap();
+        let root = Path::new("/repo");
+        let rust = m.get("rust").unwrap().command_words(root, Path::new("/build/safenic"));
+        assert_eq!(rust, ["/build/safenic", "fwd"]);
+        let clang = m.get("c-clang").unwrap().command_words(root, Path::new("/x"));
+        assert_eq!(clang, ["/repo/drivers/c/build/clang/safenic-c-{mode}", "fwd"]);
+    }
+
+    #[test]
+    fn conformance_entries_name_each_tested_driver() {
+        let m = Manifest::load(&repository()).unwrap();
+        let text = conformance_entries(&m);
+        assert!(text.contains("c_asan => \"c-asan\", \"drivers/c/build/asan/safenic-c-{mode} fwd\";"), "{text}");
+    }
+}
