@@ -2,7 +2,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
 /// `HUGETLBFS_MAGIC` from linux/magic.h.
@@ -11,15 +10,7 @@ const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
 /// Whether `file` lives on hugetlbfs (also true for anonymous and memfd hugetlb mappings,
 /// which the kernel backs with an internal hugetlbfs mount).
 pub fn is_hugetlbfs(file: &File) -> io::Result<bool> {
-    let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
-    // SAFETY: `st` is a writable buffer of exactly `struct statfs`; the fd is open for the
-    // duration of the call.
-    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), st.as_mut_ptr()) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fstatfs returned 0, so it initialised the whole struct (and it was zeroed anyway).
-    let st = unsafe { st.assume_init() };
+    let st = rustix::fs::fstatfs(file)?;
     #[allow(clippy::useless_conversion)] // f_type is i64 on x86_64 but not on every target
     Ok(i64::from(st.f_type) == HUGETLBFS_MAGIC)
 }

@@ -14,15 +14,13 @@ use std::time::{Duration, Instant};
 pub fn die_with_parent(command: &mut Command) -> &mut Command {
     let parent = std::process::id();
     // SAFETY: `pre_exec` requires a closure that is async-signal-safe, since it runs in the
-    // forked child of a possibly multi-threaded process: this one calls only prctl and getppid
-    // and builds its error from a raw errno without allocating.
+    // forked child of a possibly multi-threaded process: this one makes two system calls
+    // (prctl, getppid) and builds its error from a raw errno without allocating.
     unsafe {
         command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
             // The parent may have died between fork and prctl: then nobody would signal us.
-            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+            if rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32) != Some(parent) {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
             Ok(())
@@ -34,26 +32,18 @@ pub fn die_with_parent(command: &mut Command) -> &mut Command {
 /// grandchild whose parent dies is reparented here instead of to init, which on some machines
 /// never reaps it. [`reap_orphans`] then collects it.
 pub fn become_subreaper() -> io::Result<()> {
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer and touches no memory of ours.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    // Any non-zero argument turns it on; rustix passes the pid given.
+    Ok(rustix::process::set_child_subreaper(rustix::process::Pid::from_raw(std::process::id() as i32))?)
 }
 
 /// Reaps every child that has exited, without waiting; returns how many. Only for a process
 /// that does not wait for any child of its own at the same time (it would take its status).
 pub fn reap_orphans() -> usize {
     let mut reaped = 0;
-    loop {
-        let mut status = 0;
-        // SAFETY: `status` is a valid, writable int for the duration of the call.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid <= 0 {
-            return reaped;
-        }
+    while let Ok(Some(_)) = rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG) {
         reaped += 1;
     }
+    reaped
 }
 
 /// A child process that is killed and reaped when dropped, unless it was waited for.

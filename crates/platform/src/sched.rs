@@ -9,31 +9,24 @@ pub fn available_cpus() -> usize {
 
 /// Pins the calling thread to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    pin(0, cpu)
+    pin(None, cpu)
 }
 
 /// Pins the main thread of process `pid` to `cpu` (threads it creates later inherit this).
 pub fn pin_process(pid: u32, cpu: usize) -> io::Result<()> {
-    let pid = libc::pid_t::try_from(pid)
+    let pid = i32::try_from(pid)
         .ok()
-        .filter(|&p| p > 0)
+        .and_then(rustix::process::Pid::from_raw)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("bad process id {pid}")))?;
-    pin(pid, cpu)
+    pin(Some(pid), cpu)
 }
 
-fn pin(pid: libc::pid_t, cpu: usize) -> io::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
+/// `None` is the calling thread.
+fn pin(pid: Option<rustix::process::Pid>, cpu: usize) -> io::Result<()> {
+    if cpu >= rustix::thread::CpuSet::MAX_CPU {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("CPU {cpu} out of range")));
     }
-    // SAFETY: cpu_set_t is a plain bit array, valid when zeroed.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu < CPU_SETSIZE` (checked above), so CPU_SET stays inside `set`.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 means the calling thread,
-    // any other pid a thread the kernel checks our permission for.
-    let rc = unsafe { libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    Ok(rustix::thread::sched_setaffinity(pid, &set)?)
 }

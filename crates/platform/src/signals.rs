@@ -48,20 +48,16 @@ pub enum Signal {
 
 /// Sends `signal` to process `pid`.
 pub fn send(pid: u32, signal: Signal) -> std::io::Result<()> {
-    let pid = libc::pid_t::try_from(pid)
+    // A positive pid names one process, never a process group or every process.
+    let pid = i32::try_from(pid)
         .ok()
-        .filter(|&p| p > 0)
+        .and_then(rustix::process::Pid::from_raw)
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("bad process id {pid}")))?;
     let sig = match signal {
-        Signal::Terminate => libc::SIGTERM,
-        Signal::Stop => libc::SIGSTOP,
-        Signal::Continue => libc::SIGCONT,
-        Signal::Kill => libc::SIGKILL,
+        Signal::Terminate => rustix::process::Signal::TERM,
+        Signal::Stop => rustix::process::Signal::STOP,
+        Signal::Continue => rustix::process::Signal::CONT,
+        Signal::Kill => rustix::process::Signal::KILL,
     };
-    // SAFETY: kill has no memory-safety preconditions; `pid > 0` names one process, never a
-    // process group or every process.
-    if unsafe { libc::kill(pid, sig) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(rustix::process::kill_process(pid, sig)?)
 }
