@@ -18,3 +18,4 @@ pub fn twice(len: usize, name: &str) -> (MappedRegion, MappedRegion) {
     std::fs::remove_file(path).unwrap();
     (a, b)
 }
+pub mod rig;

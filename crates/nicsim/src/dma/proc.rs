@@ -1,0 +1,327 @@
+//! The DMA space of real drivers: hugetlbfs-backed shared mappings of the processes that map
+//! a BAR, found in `/proc/<pid>/maps` and resolved through `/proc/<pid>/pagemap`.
+
+use super::{DmaSpace, Location, Window, HUGEPAGE};
+use platform::pagemap::Pagemap;
+use platform::MappedRegion;
+use std::cell::Cell;
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy)]
+struct Extent {
+    phys: u64,
+    len: u64,
+    region: usize,
+    offset: usize,
+}
+
+/// Identity of a mapping: a VMA of one process backed by one file at one offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct VmaKey {
+    pid: u32,
+    start: u64,
+    end: u64,
+    dev: (u32, u32),
+    inode: u64,
+    file_offset: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Hit {
+    phys: u64,
+    len: u64,
+    region: usize,
+    offset: usize,
+}
+
+impl Hit {
+    /// Matches no address (`len` 0).
+    const NONE: Hit = Hit { phys: 0, len: 0, region: 0, offset: 0 };
+}
+
+struct Region {
+    key: VmaKey,
+    map: MappedRegion,
+}
+
+/// The DMA space of real driver processes, discovered through /proc.
+pub struct ProcDmaSpace {
+    /// `(dev major, dev minor, inode)` of each BAR file nicsim serves.
+    bars: Vec<((u32, u32), u64)>,
+    regions: Vec<Region>,
+    extents: Vec<Extent>,
+    /// The extents of the last two look-ups that needed a search (the newest first), copied
+    /// out so the common case is a compare and an add. Two, because drivers that allocate
+    /// rings and packet buffers separately alternate between two extents.
+    hit: Cell<[Hit; 2]>,
+    /// Bumped when regions are dropped (their indices change).
+    generation: u64,
+    driver_pids: Vec<u32>,
+    last_quick_scan: Option<Instant>,
+    last_full_scan: Option<Instant>,
+    last_maintain: Instant,
+    /// How many scans ran (for diagnostics).
+    pub scans: u64,
+}
+
+fn split_dev(dev: u64) -> (u32, u32) {
+    // glibc's gnu_dev_major / gnu_dev_minor encoding of dev_t.
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    (major as u32, minor as u32)
+}
+
+impl ProcDmaSpace {
+    /// A space for the devices whose BAR files are `bar_files`.
+    pub fn new(bar_files: &[&File]) -> std::io::Result<Self> {
+        let mut bars = Vec::new();
+        for f in bar_files {
+            let m = f.metadata()?;
+            bars.push((split_dev(m.dev()), m.ino()));
+        }
+        Ok(ProcDmaSpace {
+            bars,
+            regions: Vec::new(),
+            extents: Vec::new(),
+            hit: Cell::new([Hit::NONE; 2]),
+            generation: 0,
+            driver_pids: Vec::new(),
+            last_quick_scan: None,
+            last_full_scan: None,
+            last_maintain: Instant::now(),
+            scans: 0,
+        })
+    }
+
+    /// Processes currently known to map a BAR.
+    pub fn driver_pids(&self) -> &[u32] {
+        &self.driver_pids
+    }
+
+    /// Bytes of driver memory currently resolvable.
+    pub fn mapped_bytes(&self) -> u64 {
+        self.extents.iter().map(|e| e.len).sum()
+    }
+
+    fn find(&self, phys: u64) -> Option<usize> {
+        let i = self.extents.partition_point(|e| e.phys + e.len <= phys);
+        (i < self.extents.len() && self.extents[i].phys <= phys).then_some(i)
+    }
+
+    /// Rescans: `full` looks at every process, otherwise only at known driver processes.
+    /// Regions of mappings that are gone are dropped only with `forget` (from `maintain`),
+    /// so that region indices stay valid between engine iterations.
+    pub fn rescan(&mut self, full: bool, forget: bool) {
+        self.scans += 1;
+        let pids: Vec<u32> = if full {
+            std::fs::read_dir("/proc")
+                .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+                .unwrap_or_default()
+        } else {
+            self.driver_pids.clone()
+        };
+        let me = std::process::id();
+        let mut seen: Vec<VmaKey> = Vec::new();
+        let mut drivers = Vec::new();
+        for pid in pids {
+            let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { continue };
+            let vmas: Vec<VmaKey> = maps.lines().filter_map(|l| parse_maps_line(pid, l)).collect();
+            let maps_bar = vmas.iter().any(|v| self.bars.iter().any(|&(d, i)| v.dev == d && v.inode == i));
+            if !maps_bar {
+                continue;
+            }
+            drivers.push(pid);
+            for v in vmas {
+                if self.bars.iter().any(|&(d, i)| v.dev == d && v.inode == i) {
+                    continue;
+                }
+                // Our own views of drivers' memory are not memory a driver gave us.
+                if pid == me && self.regions.iter().any(|r| r.map.virt_addr() as u64 == v.start) {
+                    continue;
+                }
+                if !self.regions.iter().any(|r| r.key == v) {
+                    if let Some(map) = open_vma(&v) {
+                        self.regions.push(Region { key: v.clone(), map });
+                    } else {
+                        continue;
+                    }
+                }
+                seen.push(v);
+            }
+        }
+        if full {
+            self.driver_pids = drivers;
+        }
+        if full && forget {
+            // Forget mappings that are gone (process exited or unmapped them), releasing pages.
+            let before = self.regions.len();
+            self.regions.retain(|r| seen.contains(&r.key));
+            if self.regions.len() != before {
+                self.generation += 1;
+            }
+        }
+        self.rebuild_extents();
+    }
+
+    fn rebuild_extents(&mut self) {
+        let mut extents = Vec::new();
+        for (ri, r) in self.regions.iter().enumerate() {
+            let Ok(pagemap) = Pagemap::open(Some(r.key.pid)) else { continue };
+            let mut va = r.key.start;
+            while va < r.key.end {
+                if let Ok(Some(phys)) = pagemap.translate(va as usize) {
+                    let len = HUGEPAGE.min(r.key.end - va);
+                    extents.push(Extent { phys, len, region: ri, offset: (va - r.key.start) as usize });
+                }
+                va += HUGEPAGE;
+            }
+        }
+        extents.sort_by_key(|e| e.phys);
+        extents.dedup_by_key(|e| e.phys);
+        // Merge neighbours that are contiguous both physically and in one mapping.
+        let mut merged: Vec<Extent> = Vec::with_capacity(extents.len());
+        for e in extents {
+            if let Some(last) = merged.last_mut() {
+                if last.region == e.region
+                    && last.phys + last.len == e.phys
+                    && last.offset + last.len as usize == e.offset
+                {
+                    last.len += e.len;
+                    continue;
+                }
+                if last.phys + last.len > e.phys {
+                    continue; // overlapping duplicate view of the same pages
+                }
+            }
+            merged.push(e);
+        }
+        self.extents = merged;
+        self.hit.set([Hit::NONE; 2]);
+    }
+
+    fn location_of(h: Hit, phys: u64) -> Location {
+        let within = (phys - h.phys) as usize;
+        Location { region: h.region, offset: h.offset + within, avail: h.len as usize - within }
+    }
+
+    /// `phys` among the known extents (binary search), remembered as the latest hit.
+    #[cold]
+    fn locate_known(&self, phys: u64) -> Option<Location> {
+        let e = self.extents[self.find(phys)?];
+        let h = Hit { phys: e.phys, len: e.len, region: e.region, offset: e.offset };
+        self.hit.set([h, self.hit.get()[0]]);
+        Some(Self::location_of(h, phys))
+    }
+}
+
+impl DmaSpace for ProcDmaSpace {
+    #[inline(always)]
+    fn locate(&self, phys: u64) -> Option<Location> {
+        let hits = self.hit.get();
+        if phys.wrapping_sub(hits[0].phys) < hits[0].len {
+            return Some(Self::location_of(hits[0], phys));
+        }
+        if phys.wrapping_sub(hits[1].phys) < hits[1].len {
+            // Not promoted: two extents used in turn then hit without rewriting the cache.
+            return Some(Self::location_of(hits[1], phys));
+        }
+        self.locate_known(phys)
+    }
+
+    fn window(&self, phys: u64) -> Option<Window> {
+        let e = self.extents[self.find(phys)?];
+        Some(Window { phys: e.phys, len: e.len, region: e.region, offset: e.offset })
+    }
+
+    #[inline(always)]
+    fn region(&self, index: usize) -> &MappedRegion {
+        &self.regions[index].map
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    fn discover(&mut self, phys: u64) -> bool {
+        // Unknown address: maybe the driver allocated memory since the last scan.
+        let now = Instant::now();
+        let stale = |t: Option<Instant>, d: Duration| t.is_none_or(|t| now.duration_since(t) > d);
+        if stale(self.last_quick_scan, Duration::from_millis(2)) {
+            self.last_quick_scan = Some(now);
+            self.rescan(false, false);
+            if self.find(phys).is_some() {
+                return true;
+            }
+        }
+        if stale(self.last_full_scan, Duration::from_millis(50)) {
+            self.last_full_scan = Some(now);
+            self.rescan(true, false);
+            return self.find(phys).is_some();
+        }
+        false
+    }
+
+    fn maintain(&mut self) {
+        if self.last_maintain.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        self.last_maintain = Instant::now();
+        // A driver that exited must not keep its hugepages alive through our mappings.
+        let gone = self.regions.iter().any(|r| !std::path::Path::new(&format!("/proc/{}", r.key.pid)).exists());
+        if gone {
+            self.last_full_scan = Some(Instant::now());
+            self.rescan(true, true);
+        }
+    }
+}
+
+/// Parses one line of /proc/<pid>/maps into a candidate DMA mapping: shared, readable and
+/// writable, backed by a file (inode ≠ 0).
+fn parse_maps_line(pid: u32, line: &str) -> Option<VmaKey> {
+    let mut f = line.split_whitespace();
+    let range = f.next()?;
+    let perms = f.next()?;
+    let offset = u64::from_str_radix(f.next()?, 16).ok()?;
+    let dev = f.next()?;
+    let inode: u64 = f.next()?.parse().ok()?;
+    if inode == 0 || !perms.starts_with("rw") || perms.as_bytes().get(3) != Some(&b's') {
+        return None;
+    }
+    let (s, e) = range.split_once('-')?;
+    let (maj, min) = dev.split_once(':')?;
+    Some(VmaKey {
+        pid,
+        start: u64::from_str_radix(s, 16).ok()?,
+        end: u64::from_str_radix(e, 16).ok()?,
+        dev: (u32::from_str_radix(maj, 16).ok()?, u32::from_str_radix(min, 16).ok()?),
+        inode,
+        file_offset: offset,
+    })
+}
+
+/// Maps a driver's VMA into nicsim if it is hugetlbfs-backed.
+fn open_vma(v: &VmaKey) -> Option<MappedRegion> {
+    let path = format!("/proc/{}/map_files/{:x}-{:x}", v.pid, v.start, v.end);
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(path).ok()?;
+    if !platform::fs::is_hugetlbfs(&file).ok()? {
+        return None;
+    }
+    MappedRegion::map_file(&file, v.file_offset, (v.end - v.start) as usize, false).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_parse_and_filter() {
+        let l = "7f0000000000-7f0000200000 rw-s 00000000 00:0f 123456 /anon_hugepage (deleted)";
+        let v = parse_maps_line(7, l).unwrap();
+        assert_eq!((v.start, v.end, v.dev, v.inode), (0x7f0000000000, 0x7f0000200000, (0, 0xf), 123456));
+        assert!(parse_maps_line(7, "7f0-7f1 rw-p 00000000 00:0f 1 /x").is_none(), "private");
+        assert!(parse_maps_line(7, "7f0-7f1 r--s 00000000 00:0f 1 /x").is_none(), "read-only");
+        assert!(parse_maps_line(7, "7f0-7f1 rw-s 00000000 00:00 0 ").is_none(), "no file");
+    }
+}

@@ -1,0 +1,163 @@
+//! The device model's registers: reset, write semantics, master disable, lint, queue enables.
+//! A "driver" writes the BAR through a second mapping of the same file (see common/rig.rs).
+
+mod common;
+
+use common::rig::*;
+use nicsim::lint::Rule;
+use nicsim::regs::*;
+
+#[test]
+fn reset_values_and_self_clearing_reset() {
+    let mut r = Rig::new();
+    assert_eq!(r.rd(EEC) & 0x300, 0x300, "EEPROM present and auto-read done");
+    assert_eq!(r.rd(RDRXCTL) & RDRXCTL_DMAIDONE, RDRXCTL_DMAIDONE);
+    assert_eq!(r.rd(HLREG0), 0x0801_2C0B);
+    assert_eq!(r.rd(LINKS) & (0b111 << 28), 0b111 << 28, "link up at 10 Gb/s");
+    assert_eq!(r.rd(SECRXSTAT) & 1, 1);
+    assert_eq!(r.rd(srrctl(5)), 0x402);
+    assert_eq!(r.rd(0x02100 + 4 * 5), 0x402, "SRRCTL alias shares storage");
+    assert_eq!((r.rd(ral(0)), r.rd(rah(0))), (0x0000_0002, 0x8000_0000), "MAC 02:00:00:00:00:00 valid");
+    assert_eq!(r.rd(0x05400), 2, "RAL(0) alias");
+    r.wr(HLREG0, 0);
+    r.wr(srrctl(0), 0x1234_0002 & !0xE000_0000);
+    r.wr(CTRL, CTRL_RST);
+    assert_eq!(r.rd(CTRL) & CTRL_RST, 0, "RST self-clears");
+    assert_eq!(r.rd(HLREG0), 0x0801_2C0B, "registers back to reset values");
+    assert_eq!(r.rd(srrctl(0)), 0x402);
+    r.wr(CTRL, CTRL_LNK_RST);
+    assert_eq!(r.rd(CTRL), 0, "LNK_RST is a full reset too");
+    assert_eq!(r.port.resets, 2);
+}
+
+#[test]
+fn read_only_bits_and_write_semantics() {
+    let mut r = Rig::new();
+    r.wr(STATUS, 0);
+    assert_ne!(r.rd(STATUS) & STATUS_LINK_UP, 0, "STATUS is read-only");
+    r.wr(EEC, 0);
+    assert_eq!(r.rd(EEC) & 0x300, 0x300, "EEC PRES/ARD are read-only");
+    r.wr(RDRXCTL, 0);
+    assert_eq!(r.rd(RDRXCTL) & RDRXCTL_DMAIDONE, RDRXCTL_DMAIDONE);
+    r.wr(GPRC, 1234);
+    assert_eq!(r.rd(GPRC), 0, "statistics are not writable");
+    r.wr(EIMS, 0b1010);
+    r.wr(EIMS, 0);
+    assert_eq!(r.rd(EIMS), 0b1010, "EIMS: writing 0 has no effect");
+    r.wr(EIMC, 0b0010);
+    assert_eq!((r.rd(EIMS), r.rd(EIMC)), (0b1000, 0), "EIMC clears and reads 0");
+    r.wr(AUTOC, r.rd(AUTOC) | AUTOC_AN_RESTART);
+    assert_eq!(r.rd(AUTOC) & AUTOC_AN_RESTART, 0, "AN_RESTART self-clears");
+    r.wr(EERD, (0x3F << 2) | 1);
+    let eerd = r.rd(EERD);
+    assert_eq!(eerd & 0b11, 0b10, "DONE set, START clear");
+    let words: u32 = (0..0x40u32)
+        .map(|a| {
+            r.wr(EERD, (a << 2) | 1);
+            r.rd(EERD) >> 16
+        })
+        .sum();
+    assert_eq!(words & 0xFFFF, 0xBABA, "EEPROM checksum is valid");
+    r.wr(0x02100, 0x0200_0402);
+    assert_eq!(r.rd(srrctl(0)), 0x0200_0402, "a write through the alias reaches the register");
+    r.wr(txdctl(3), TXDCTL_SWFLSH);
+    assert_eq!(r.rd(txdctl(3)) & TXDCTL_SWFLSH, 0, "SWFLSH self-clears");
+}
+
+#[test]
+fn master_disable_drops_status_gio() {
+    let mut r = Rig::new();
+    assert_ne!(r.rd(STATUS) & STATUS_GIO, 0);
+    r.wr(CTRL, CTRL_GIO_DIS);
+    assert_eq!(r.rd(STATUS) & STATUS_GIO, 0);
+    r.wr(CTRL, 0);
+    assert_ne!(r.rd(CTRL) & CTRL_GIO_DIS, 0, "GIO_DIS holds until reset");
+    r.wr(CTRL, CTRL_RST);
+    assert_ne!(r.rd(STATUS) & STATUS_GIO, 0);
+}
+
+#[test]
+fn lint_reserved_bits_fctrl_and_ring_rules() {
+    let mut r = Rig::new();
+    assert!(r.lint_rules().is_empty());
+    r.wr(EIMC, 0xFFFF_FFFF); // bit 31 reserved (ixy C does this)
+    r.wr(DMATXCTL, 0x1); // clears reserved bits 2:1 (ixy does this)
+    r.wr(RXCTRL, RXCTRL_RXEN);
+    r.wr(FCTRL, FCTRL_UPE);
+    r.wr(rdt(0), 3); // tail of a disabled queue: stored only
+    r.wr(rxdctl(0), RXDCTL_ENABLE); // no ring programmed
+    r.wr(tdbal(1), (DMA_BASE + 0x40) as u32); // not 128-byte aligned
+    r.wr(tdlen(1), 1000); // not a multiple of 128
+    r.wr(txdctl(1), TXDCTL_ENABLE);
+    r.wr(tdt(1), 5000); // outside a ring of 62 descriptors
+    let rules = r.lint_rules();
+    for want in [
+        Rule::ReservedBits,
+        Rule::FctrlWhileRxEnabled,
+        Rule::QueueEnabledBeforeRing,
+        Rule::RingBaseAlignment,
+        Rule::RingLength,
+        Rule::TailOutsideRing,
+    ] {
+        assert!(rules.contains(&want), "missing {want} in {rules:?}");
+    }
+    let reserved: Vec<_> =
+        r.port.lint.entries().iter().filter(|w| w.rule == Rule::ReservedBits).map(|w| w.register.clone()).collect();
+    assert!(reserved.contains(&"EIMC".to_string()) && reserved.contains(&"DMATXCTL".to_string()), "{reserved:?}");
+    let msg = &r.port.lint.entries().iter().find(|w| w.rule == Rule::FctrlWhileRxEnabled).unwrap().message;
+    assert!(msg.contains("8.2.3.7.1"), "cites the datasheet: {msg}");
+}
+
+#[test]
+fn a_correct_bring_up_has_no_lint() {
+    let mut r = Rig::new();
+    r.wr(EIMC, 0x7FFF_FFFF);
+    r.rx_ring(64, true, true);
+    r.tx_ring(0, 64, None);
+    r.wr(rdt(0), 63);
+    assert!(r.lint_rules().is_empty(), "{:?}", r.port.lint.entries());
+}
+
+#[test]
+fn bar_writes_without_memory_space_are_dropped() {
+    let mut r = Rig::new();
+    r.cfg.write_u16(4, 0);
+    r.wr(HLREG0, 0);
+    assert_eq!(r.rd(HLREG0), 0x0801_2C0B);
+    assert!(r.lint_rules().contains(&Rule::BarAccessWithoutMemorySpace));
+}
+
+#[test]
+fn a_queue_enabled_without_bus_mastering_is_reported() {
+    let mut r = Rig::new();
+    r.cfg.write_u16(4, 0b010); // memory space, no bus master
+    r.sync();
+    r.rx_ring(64, true, true);
+    assert!(r.lint_rules().contains(&Rule::DmaWithoutBusMaster), "{:?}", r.port.lint.entries());
+}
+
+#[test]
+fn a_queue_enabled_again_uses_its_new_ring() {
+    let mut r = Rig::new();
+    r.rx_ring(8, false, true);
+    r.wr(rdt(0), 7);
+    r.port.receive(&mut r.dma, &frame(100, 1));
+    // The driver stops the queue, gives it a ring elsewhere and starts it again.
+    r.wr(rxdctl(0), 0);
+    let ring = 0x4000;
+    for i in 0..8u64 {
+        r.mem().write_u64(ring + i as usize * 16, DMA_BASE + 0x30000 + i * 2048);
+        r.mem().write_u64(ring + i as usize * 16 + 8, 0);
+    }
+    r.wr(rdbal(0), (DMA_BASE + ring as u64) as u32);
+    r.wr(rdh(0), 0);
+    r.wr(rxdctl(0), RXDCTL_ENABLE);
+    r.wr(rdt(0), 7);
+    let f = frame(80, 2);
+    r.port.receive(&mut r.dma, &f);
+    let mut got = vec![0u8; 80];
+    r.mem().read_bytes(0x30000, &mut got);
+    assert_eq!(got, f, "the frame is in the new ring's first buffer");
+    assert_eq!((r.mem().read_u64(ring + 8) >> 32) & 1, 1, "DD in the new ring");
+    assert_eq!(r.mem().read_u64(16 + 8), 0, "the old ring is left alone");
+}
