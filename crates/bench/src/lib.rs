@@ -16,7 +16,7 @@
 
 #![forbid(unsafe_code)]
 
-use nicsim::engine::{PortStats, Stats};
+use nicsim::control::{PortStats, Stats};
 use nicsim::session::{Session, SessionOptions};
 use nicsim::wire::TrafficSpec;
 use platform::Reaped;

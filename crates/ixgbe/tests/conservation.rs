@@ -6,7 +6,7 @@
 
 use ixgbe::device::Port;
 use ixgbe::queues::{Batch, BufferPool, QueueMemory, Receive, RxQueue, Transmit, TxQueue};
-use nicsim::engine::Stats;
+use nicsim::control::Stats;
 use nicsim::session::{Session, SessionOptions};
 use nicsim::wire::TrafficSpec;
 use std::time::{Duration, Instant};

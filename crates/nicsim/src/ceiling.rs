@@ -1,7 +1,7 @@
 //! `nicsim bench`: nicsim's own ceiling, measured with the reflecting peer driver on the
 //! other core and both generators at line rate.
 
-use crate::engine::Stats;
+use crate::control::Stats;
 use crate::session::{Session, SessionOptions};
 use crate::wire::{line_rate_pps, TrafficSpec};
 use platform::Reaped;
@@ -77,8 +77,8 @@ pub fn measure(nicsim_exe: &Path, seconds: f64, gbps: f64) -> Result<Ceiling, St
 /// The ceiling from two snapshots of the same run.
 fn ceiling_between(s0: &Stats, s1: &Stats, gbps: f64) -> Ceiling {
     let secs = (s1.elapsed_ns - s0.elapsed_ns) as f64 / 1e9;
-    let into_rx = |s: &crate::engine::PortStats| s.device.qprc.iter().sum::<u64>();
-    let no_descriptor = |s: &crate::engine::PortStats| s.device.qprdc.iter().sum::<u64>();
+    let into_rx = |s: &crate::control::PortStats| s.device.qprc.iter().sum::<u64>();
+    let no_descriptor = |s: &crate::control::PortStats| s.device.qprdc.iter().sum::<u64>();
     let ports: Vec<PortCeiling> = s0
         .ports
         .iter()

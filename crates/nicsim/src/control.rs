@@ -5,9 +5,10 @@
 //! and an unknown or missing field is an error, never a default. In process the engine answers
 //! with a [`Reply`] that is converted to the expected type without passing through JSON.
 
-use crate::engine::Stats;
+use crate::flow_control::FlowStats;
 use crate::lint::LintWarning;
-use crate::wire::{Captured, TrafficSpec};
+use crate::port::{DeviceCounters, DmaFault, Drops, InFlight};
+use crate::wire::{Captured, LatencySummary, StreamStats, TrafficSpec};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -85,6 +86,52 @@ pub struct PortInfo {
     pub mac: String,
     /// The port at the other end of a cable, if any.
     pub cable: Option<usize>,
+}
+
+/// Per-port statistics as reported on the control socket.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortStats {
+    pub port: usize,
+    pub generator_active: bool,
+    pub generated: u64,
+    pub generated_bytes: u64,
+    /// Frames the generator's rate owed but never offered because nicsim fell behind
+    /// (see `Generator::skipped`).
+    pub generator_skipped: u64,
+    pub sink_packets: u64,
+    pub sink_bytes: u64,
+    pub sink_foreign: u64,
+    /// Per generator stream (index = generating port) as seen by this port's sink.
+    pub streams: Vec<(usize, StreamStats)>,
+    pub latency_ns: LatencySummary,
+    pub device: DeviceCounters,
+    pub drops: Drops,
+    pub dma_faults: u64,
+    pub faults: Vec<DmaFault>,
+    pub lint_warnings: usize,
+    pub resets: u64,
+    pub pcap_written: Option<u64>,
+    /// Enabled receive and transmit queues.
+    pub rx_queues_enabled: usize,
+    pub tx_queues_enabled: usize,
+    /// Whether the transmitter is held (`nicsim traffic pause`).
+    pub tx_paused: bool,
+    /// 802.3x flow control: PAUSE frames sent and received, and who is held now.
+    pub flow_control: FlowStats,
+    /// Frames the port holds at the moment of the snapshot.
+    pub in_flight: InFlight,
+}
+
+/// The whole engine's statistics.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stats {
+    /// Engine time up to which every counter is up to date: the last iteration's. A rate
+    /// between two snapshots is exact even if the engine's core was stopped just before one.
+    pub elapsed_ns: u64,
+    pub iterations: u64,
+    pub ports: Vec<PortStats>,
 }
 
 /// What the engine answers, in process; on the socket each variant is the bare `result`.

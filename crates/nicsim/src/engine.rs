@@ -6,13 +6,12 @@
 //! ~100 µs the slow path polls the whole register file and configuration space, publishes
 //! statistics and answers control requests.
 
-use crate::control::{CaptureEnd, Done, Info, Reply, Request, Stopped};
+use crate::control::{CaptureEnd, Done, Info, PortStats, Reply, Request, Stats, Stopped};
 use crate::dma::DmaSpace;
 use crate::flow_control::{FlowStats, Pause};
 use crate::lint::LintWarning;
-use crate::port::{DeviceCounters, DmaFault, Drops, InFlight, Port, TxBatch};
-use crate::wire::{Captured, Generator, LatencySummary, PcapWriter, Sink, StreamStats, WireClock};
-use serde::{Deserialize, Serialize};
+use crate::port::{Port, TxBatch};
+use crate::wire::{Captured, Generator, LatencySummary, PcapWriter, Sink, WireClock};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
@@ -38,52 +37,6 @@ pub struct PortWire {
     pub cable: Option<usize>,
     /// Pacing of frames arriving at this port.
     pub rx_clock: WireClock,
-}
-
-/// Per-port statistics as reported on the control socket.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PortStats {
-    pub port: usize,
-    pub generator_active: bool,
-    pub generated: u64,
-    pub generated_bytes: u64,
-    /// Frames the generator's rate owed but never offered because nicsim fell behind
-    /// (see `Generator::skipped`).
-    pub generator_skipped: u64,
-    pub sink_packets: u64,
-    pub sink_bytes: u64,
-    pub sink_foreign: u64,
-    /// Per generator stream (index = generating port) as seen by this port's sink.
-    pub streams: Vec<(usize, StreamStats)>,
-    pub latency_ns: LatencySummary,
-    pub device: DeviceCounters,
-    pub drops: Drops,
-    pub dma_faults: u64,
-    pub faults: Vec<DmaFault>,
-    pub lint_warnings: usize,
-    pub resets: u64,
-    pub pcap_written: Option<u64>,
-    /// Enabled receive and transmit queues.
-    pub rx_queues_enabled: usize,
-    pub tx_queues_enabled: usize,
-    /// Whether the transmitter is held (`nicsim traffic pause`).
-    pub tx_paused: bool,
-    /// 802.3x flow control: PAUSE frames sent and received, and who is held now.
-    pub flow_control: FlowStats,
-    /// Frames the port holds at the moment of the snapshot.
-    pub in_flight: InFlight,
-}
-
-/// The whole engine's statistics.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Stats {
-    /// Engine time up to which every counter is up to date: the last iteration's. A rate
-    /// between two snapshots is exact even if the engine's core was stopped just before one.
-    pub elapsed_ns: u64,
-    pub iterations: u64,
-    pub ports: Vec<PortStats>,
 }
 
 /// The device engine.

@@ -4,7 +4,7 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
-use nicsim::engine::{PortStats, Stats};
+use nicsim::control::{PortStats, Stats};
 use nicsim::server::{self, ServeOptions, Server};
 use nicsim::session::Session;
 use nicsim::wire::{line_rate_pps, Captured, TrafficSpec};

@@ -1,8 +1,8 @@
 //! A session with a nicsim: one in this process (tests, the bench) or a server reached through
 //! its control socket (the CLI). Every client starts, asks and waits through this one type.
 
+use crate::control::Stats;
 use crate::control::{Answer, CaptureEnd, Done, Envelope, Info, Request, Stopped};
-use crate::engine::Stats;
 use crate::lint::LintWarning;
 use crate::server::{socket_path, ServeOptions, Server};
 use crate::wire::{Captured, TrafficSpec};

@@ -2,7 +2,7 @@
 //! addresses, /proc discovery, mount namespaces. Needs root and hugepages (`make test` runs
 //! scripts/setup first); run one test at a time (each keeps cores busy).
 
-use nicsim::engine::Stats;
+use nicsim::control::Stats;
 use nicsim::peer::{rewrite_macs, Device, IxyQueue, TinyAgent};
 use nicsim::regs::*;
 use nicsim::session::Session;

@@ -504,7 +504,7 @@ fn the_engine_thread_keeps_answering_while_a_driver_writes_at_random() {
         std::thread::sleep(Duration::from_micros(50));
     }
     let stats = ask(Request::Stats).expect("statistics after the random writes");
-    let stats: nicsim::engine::Stats = nicsim::control::expect(&Request::Stats, stats).expect("statistics");
+    let stats: nicsim::control::Stats = nicsim::control::expect(&Request::Stats, stats).expect("statistics");
     assert_eq!(stats.ports.len(), PORTS);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let engine = handle.join().expect("the engine thread panicked");

@@ -7,7 +7,7 @@
 //! Needs root and hugepages (`make test` provides them); tests run one at a time.
 #![allow(dead_code)] // each test binary uses a different part
 
-use nicsim::engine::{PortStats, Stats};
+use nicsim::control::{PortStats, Stats};
 use nicsim::session::{Session, SessionOptions};
 use nicsim::wire::{parse_payload, read_pcap, Captured, TrafficSpec};
 use platform::fs::ScratchDir;
