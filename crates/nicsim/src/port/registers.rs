@@ -385,7 +385,7 @@ impl Port {
         self.tx[q as usize].head_wb = (lo & TDWBAL_HEAD_WB_EN != 0).then_some(addr);
         if lo & TDWBAL_HEAD_WB_EN != 0 && addr % 16 != 0 {
             // Written anyway, although real parts ignore such addresses (see docs/nicsim.md).
-            self.lint.warn(tdwbal(q), lo, Rule::HeadWriteBackAlignment, format!("head write-back address {addr:#x} is not 16-byte aligned; real 82599s do not write it back [DS 7.2.3.5.2, TinyNF observation]"));
+            self.lint.warn(tdwbal(q), lo, Rule::HeadWriteBackAlignment, format!("head write-back address {addr:#x} is not 16-byte aligned; real 82599s do not write it back [DS 7.2.3.5.2; docs/nicsim.md, lint rules]"));
         }
     }
 

@@ -18,7 +18,7 @@ const RX_FETCH: usize = 64;
 /// polling driver spins on the line of its next descriptor, and every write-back moves that
 /// line between its core and ours while both use it; the fewer write-backs, the less the
 /// engine pays for a fast driver (chunks of 4, 16, 32 and 64 descriptors were timed: see
-/// docs/results.md, seventh round). A run also writes back when it ends, so no frame waits
+/// docs/journal.md, seventh round). A run also writes back when it ends, so no frame waits
 /// beyond the engine iteration that wrote it.
 pub const RX_WRITE_BACK_CHUNK: u32 = 64;
 const _: () = assert!(RX_WRITE_BACK_CHUNK.is_power_of_two(), "chunks are found by masking the index");
