@@ -78,17 +78,17 @@ impl Device {
             self.read(r); // [DS 4.6.5]
         }
         self.clear(RXCTRL, RXCTRL_RXEN); // [DS 4.6.7]
-        self.write(0x03C00, 0x20000); // RXPBSIZE(0) = 128 KB
+        self.write(rxpbsize(0), 0x20000); // 128 KB
         for n in 1..8 {
-            self.write(0x03C00 + 4 * n, 0);
+            self.write(rxpbsize(n), 0);
         }
         self.set(HLREG0, HLREG0_RXCRCSTRP);
         self.set(RDRXCTL, RDRXCTL_CRCSTRIP);
         self.set(FCTRL, FCTRL_BAM | FCTRL_MPE | FCTRL_UPE);
         self.set(HLREG0, HLREG0_TXCRCEN | HLREG0_TXPADEN); // [DS 4.6.8]
-        self.write(0x0CC00, 0xA000); // TXPBSIZE(0) = 40 KB
+        self.write(txpbsize(0), 0xA000); // 40 KB
         for n in 1..8 {
-            self.write(0x0CC00 + 4 * n, 0);
+            self.write(txpbsize(n), 0);
         }
         self.write(DTXMXSZRQ, 0xFFF);
         self.clear(RTTDCS, 1 << 6);
@@ -109,41 +109,41 @@ impl Device {
         self.set(CTRL, CTRL_RST); // [DS 4.2.1.6.1]
         std::thread::sleep(Duration::from_millis(11));
         self.write(EIMC, 0x7FFF_FFFF);
-        self.write(0x00AB0, 0xFFFF_FFFF);
-        self.write(0x00AB4, 0xFFFF_FFFF);
-        self.write(0x03260, ((512 * 1024 - 0x6000) / 32) << 5); // FCRTH(0).RTH
+        self.write(eimc_ex(0), 0xFFFF_FFFF);
+        self.write(eimc_ex(1), 0xFFFF_FFFF);
+        self.write(fcrth(0), ((512 * 1024 - 0x6000) / 32) << 5); // RTH
         self.wait(EEC, 1 << 9, 1 << 9)?;
         if self.read(EEC) & (1 << 8) == 0 || self.read(FWSM) & (0x3F << 19) != 0 {
             return Err("EEPROM absent or invalid".into());
         }
         self.wait(RDRXCTL, RDRXCTL_DMAIDONE, RDRXCTL_DMAIDONE)?;
         for n in 0..128 {
-            self.write(0x0F400 + 4 * n, 0); // PFUTA
-            self.write(0x0F200 + 4 * n, 0); // PFVLVFB
-            self.write(0x05200 + 4 * n, 0); // MTA
-            self.clear(0x0E600 + 4 * n, 1 << 31); // FTQF
+            self.write(pfuta(n), 0);
+            self.write(pfvlvfb(n), 0);
+            self.write(mta(n), 0);
+            self.clear(ftqf(n), 1 << 31);
         }
         for n in 0..64 {
-            self.write(0x0F100 + 4 * n, 0); // PFVLVF
+            self.write(pfvlvf(n), 0);
         }
         for n in 0..256 {
-            self.write(0x0A600 + 4 * n, u32::from(n == 0)); // MPSAR
+            self.write(mpsar(n), u32::from(n == 0));
         }
         self.write(RDRXCTL, (self.read(RDRXCTL) | RDRXCTL_CRCSTRIP | (1 << 25) | (1 << 26)) & !(0x1F << 17));
         for n in 1..8 {
-            self.write(0x03C00 + 4 * n, 0); // RXPBSIZE [DS 4.6.11.3.4]
+            self.write(rxpbsize(n), 0); // [DS 4.6.11.3.4]
         }
-        self.set(0x04294, 1 << 3); // MFLCN.RFCE
-        self.write(0x03D00, (self.read(0x03D00) & !(0x3 << 3)) | (1 << 3)); // FCCFG.TFCE
+        self.set(MFLCN, MFLCN_RFCE);
+        self.write(FCCFG, (self.read(FCCFG) & !FCCFG_TFCE_MASK) | FCCFG_TFCE_802_3X);
         for q in 0..128 {
-            self.write(0x04904, q); // RTTDQSEL
-            self.write(0x04908, 0); // RTTDT1C
+            self.write(RTTDQSEL, q);
+            self.write(RTTDT1C, 0);
         }
         self.set(RTTDCS, 1 << 6);
         for n in 1..8 {
-            self.write(0x0CC00 + 4 * n, 0);
+            self.write(txpbsize(n), 0);
         }
-        self.write(0x04950, (self.read(0x04950) & !0x3FF) | (0xA0 - 2));
+        self.write(TXPBTHRESH0, (self.read(TXPBTHRESH0) & !0x3FF) | (0xA0 - 2));
         self.write(DTXMXSZRQ, 0xFFF);
         self.clear(RTTDCS, 1 << 6);
         // Promiscuous, with receive disabled around the change [DS 8.2.3.7.1].

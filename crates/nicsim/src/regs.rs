@@ -309,6 +309,45 @@ pub const fn rah(n: u32) -> u32 {
 }
 pub const RAH_AV: u32 = 1 << 31;
 
+// Registers only drivers write here (the reference peer's TinyNF-style init), named for them;
+// offsets from the register summary [DS 8.2.2] unless noted.
+/// EIMC_EX(n), n = 0–1: extended interrupt mask clear.
+pub const fn eimc_ex(n: u32) -> u32 {
+    0x00AB0 + 4 * n
+}
+/// MTA(n), n = 0–127: multicast table array.
+pub const fn mta(n: u32) -> u32 {
+    0x05200 + 4 * n
+}
+/// MPSAR(n), n = 0–255: MAC pool select [DS 8.2.3.7.10].
+pub const fn mpsar(n: u32) -> u32 {
+    0x0A600 + 4 * n
+}
+/// FTQF(n), n = 0–127: five-tuple queue filter [DS 8.2.3.7.19]; bit 31 enables it.
+pub const fn ftqf(n: u32) -> u32 {
+    0x0E600 + 4 * n
+}
+/// PFVLVF(n), n = 0–63: VLAN filter; PFVLVFB(n), n = 0–127: its pool bitmap.
+pub const fn pfvlvf(n: u32) -> u32 {
+    0x0F100 + 4 * n
+}
+pub const fn pfvlvfb(n: u32) -> u32 {
+    0x0F200 + 4 * n
+}
+/// PFUTA(n), n = 0–127: unicast table array [DS 8.2.3.27.12].
+pub const fn pfuta(n: u32) -> u32 {
+    0x0F400 + 4 * n
+}
+/// TXPBSIZE(n), n = 0–7: transmit packet buffer size, KB in bits 19:10 [DS 8.2.3.9.13].
+pub const fn txpbsize(n: u32) -> u32 {
+    0x0CC00 + 4 * n
+}
+/// RTTDQSEL: the queue that RTTDT1C refers to; RTTDT1C: its transmit rate-scheduler credits.
+pub const RTTDQSEL: u32 = 0x04904;
+pub const RTTDT1C: u32 = 0x04908;
+/// TXPBTHRESH(0): transmit packet buffer threshold, KB in bits 9:0 [DS 8.2.3.9.16].
+pub const TXPBTHRESH0: u32 = 0x04950;
+
 /// What a register (or one bit field of it) is, for reset, write masks and lint.
 #[derive(Debug, Clone, Copy)]
 pub struct RegSpec {
