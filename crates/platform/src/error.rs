@@ -13,6 +13,9 @@ pub enum PlatformError {
     NoHugepages { requested_bytes: usize },
     /// No hugetlbfs mount exists, so no hugepage file can be created.
     HugetlbfsNotMounted,
+    /// DMA memory was asked for in a directory that is not on hugetlbfs: its pages would be
+    /// 4 KiB, neither contiguous nor pinned.
+    NotHugetlbfs { dir: PathBuf },
     /// The PCI function directory does not exist under the sysfs root.
     DeviceNotFound { address: String, root: PathBuf },
     /// The PCI address is not of the form `DDDD:BB:DD.F` or `BB:DD.F`.
@@ -47,6 +50,12 @@ impl fmt::Display for PlatformError {
                 f,
                 "no hugetlbfs mount found: mount one with `mkdir -p /dev/hugepages && \
                  mount -t hugetlbfs nodev /dev/hugepages` (scripts/setup does this)"
+            ),
+            PlatformError::NotHugetlbfs { dir } => write!(
+                f,
+                "{} is not on hugetlbfs, so its pages cannot be given to a device: pass a hugetlbfs \
+                 mount (e.g. /dev/hugepages, which scripts/setup mounts)",
+                dir.display()
             ),
             PlatformError::DeviceNotFound { address, root } => write!(
                 f,

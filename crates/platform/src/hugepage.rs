@@ -53,6 +53,12 @@ impl DmaMemory {
                     .create_new(true)
                     .open(&path)
                     .map_err(|e| open_error(e, &path))?;
+                // Anywhere else the pages are 4 KiB: `phys` would be wrong for all but the first
+                // of each 2 MiB, and the memory neither contiguous nor pinned.
+                if !crate::fs::is_hugetlbfs(&file).unwrap_or(false) {
+                    let _ = std::fs::remove_file(&path);
+                    return Err(PlatformError::NotHugetlbfs { dir });
+                }
                 // The mapping keeps the pages alive; the name is not needed once mapped.
                 let mapped = file
                     .set_len(len as u64)
@@ -121,5 +127,37 @@ fn open_error(e: std::io::Error, path: &std::path::Path) -> PlatformError {
     match e.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) => PlatformError::NotRoot { what: "creating a hugepage file" },
         _ => PlatformError::io(format!("creating {}", path.display()), e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dma_memory_is_refused_outside_hugetlbfs() {
+        // On /dev/shm (tmpfs) allocation used to succeed, with `phys` wrong for 511 of 512
+        // pages and `is_contiguous` saying true.
+        let dir = PathBuf::from("/dev/shm");
+        match DmaMemory::allocate(HUGEPAGE, DmaBacking::HugetlbfsFile(Some(dir))) {
+            Err(e @ PlatformError::NotHugetlbfs { .. }) => assert!(e.to_string().contains("/dev/shm"), "{e}"),
+            other => panic!("DMA memory on tmpfs must be refused: {other:?}"),
+        }
+        let left: Vec<_> = std::fs::read_dir("/dev/shm")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("dma-{}-", std::process::id())))
+            .collect();
+        assert!(left.is_empty(), "the refused file is removed");
+    }
+
+    #[test]
+    fn dma_memory_on_hugetlbfs_has_a_physical_address_per_page() {
+        // Needs root and reserved hugepages (make test provides both).
+        let mem = DmaMemory::allocate(2 * HUGEPAGE, DmaBacking::HugetlbfsFile(None)).unwrap();
+        assert_eq!(mem.len(), 2 * HUGEPAGE);
+        assert_eq!(mem.phys(HUGEPAGE - 1) - mem.phys(0), HUGEPAGE as u64 - 1, "one page is contiguous");
+        assert!(mem.is_contiguous(0, HUGEPAGE));
+        assert_eq!(mem.phys(0) % HUGEPAGE as u64, 0, "hugepages are aligned");
     }
 }

@@ -49,7 +49,24 @@ impl MappedRegion {
 
     /// Maps `len` bytes of `file` from `offset`, shared and writable. With `populate`, the
     /// kernel faults every page in at once (for hugetlbfs this also reserves the pages).
+    ///
+    /// A file shorter than `offset + len` is refused: a load or store past its end would raise
+    /// SIGBUS, which the accessors' "never traps" precondition excludes. A file that shrinks
+    /// *after* it is mapped makes such accesses trap all the same; the files mapped through
+    /// here are assumed never to shrink while mapped: the hugetlbfs files of `DmaMemory` (created
+    /// by this process and unlinked at once, so no one else can reach them), a PCI function's
+    /// sysfs `resource0` (its size is the BAR's) and nicsim's BAR and configuration files (which
+    /// only nicsim creates and sizes; truncating them under a running driver is outside what
+    /// the types can prevent, as is unplugging a real card).
     pub fn map_file(file: &File, offset: u64, len: usize, populate: bool) -> io::Result<Self> {
+        let size = file.metadata()?.len();
+        let end = offset.checked_add(len as u64);
+        if end.is_none_or(|end| end > size) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the file has {size} bytes, fewer than the {len} bytes to map at offset {offset}"),
+            ));
+        }
         let mut flags = libc::MAP_SHARED;
         if populate {
             flags |= libc::MAP_POPULATE;
@@ -403,6 +420,22 @@ impl Drop for MappedRegion {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_shorter_than_the_mapping_is_refused() {
+        // Mapping 8 KiB over a 4 KiB file used to succeed, and reading its second page died of
+        // SIGBUS.
+        let path = std::env::temp_dir().join(format!("platform-short-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        file.set_len(4096).unwrap();
+        let e = MappedRegion::map_file(&file, 0, 8192, false).unwrap_err();
+        assert!(e.to_string().contains("4096 bytes"), "{e}");
+        assert!(MappedRegion::map_file(&file, 4096, 4096, false).is_err(), "offset + length past the end");
+        assert!(MappedRegion::map_file(&file, u64::MAX - 1, 4096, false).is_err(), "overflowing end");
+        let whole = MappedRegion::map_file(&file, 0, 4096, false).unwrap();
+        assert_eq!(whole.read_u32(4092), 0);
+    }
 
     #[test]
     fn integers_round_trip_little_endian() {
