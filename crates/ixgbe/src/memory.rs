@@ -25,6 +25,21 @@ impl DmaBlock {
     pub fn phys(&self, offset: usize) -> u64 {
         self.mem.phys(offset)
     }
+
+    /// `[offset, offset + len)` as one piece of memory for the device, its physical address:
+    /// inside the block and within one hugepage, or an error naming `what` (a buffer, a ring)
+    /// that would straddle.
+    pub fn device_range(&self, offset: usize, len: usize, what: &str) -> Result<u64, DriverError> {
+        let inside = len > 0 && offset.checked_add(len).is_some_and(|end| end <= self.mem.len());
+        // Within one page, whether or not the next page happens to follow it physically.
+        if !inside || offset / HUGEPAGE != (offset + len - 1) / HUGEPAGE {
+            return Err(DriverError::Invalid(format!(
+                "{what} at offset {offset:#x} ({len} bytes) is outside its DMA block or crosses a hugepage \
+                 boundary: the device needs physically contiguous memory, so place it within one 2 MiB page"
+            )));
+        }
+        Ok(self.mem.phys(offset))
+    }
 }
 
 /// Places objects in a block so that none crosses a hugepage boundary (only memory within a

@@ -31,10 +31,11 @@ fn flexible_queues_conserve_buffers_with_the_tx_ring_kept_full() {
         d.init().unwrap();
         d.wait_for_link(Duration::from_secs(10)).unwrap();
     }
-    let mem = QueueMemory::allocate(RING, POOL).unwrap();
-    let mut pool = mem.pool().unwrap();
-    let mut rx = RxQueue::<RING>::new(&a, &mem, &mut pool).unwrap();
-    let mut tx = TxQueue::<RING>::new(&b, &mem).unwrap();
+    let mut mem = QueueMemory::allocate(RING, POOL).unwrap();
+    let parts = mem.parts().unwrap();
+    let mut pool = parts.pool;
+    let mut rx = RxQueue::<RING>::new(&a, parts.rx, &mut pool).unwrap();
+    let mut tx = TxQueue::<RING>::new(&b, parts.tx).unwrap();
     let mut batch = Batch::<BATCH>::default();
     let total = pool.total();
     assert_eq!(total, POOL);

@@ -3,7 +3,7 @@
 use crate::{MacRewrite, Mode};
 use invariants::{with_len, BrandedLen, VolatilePtr};
 use ixgbe::agent::{rewrite_macs, Agent, AgentMemory, ConstOutputs, Outputs};
-use ixgbe::queues::{Batch, QueueMemory, Receive, RxQueue, Transmit, TxQueue};
+use ixgbe::queues::{Batch, QueueMemory, QueueParts, Receive, RxQueue, Transmit, TxQueue};
 use ixgbe::{Device, DriverError, PacketData, PacketLength, Port};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -269,14 +269,14 @@ fn flexible(
 ) -> Result<Totals, DriverError> {
     // One memory block and pool per direction; "pool inversion": the RX queue of one port and
     // the TX queue of the other share a pool.
-    let mem_ab = QueueMemory::allocate(RING, POOL)?;
-    let mem_ba = QueueMemory::allocate(RING, POOL)?;
-    let mut pool_ab = mem_ab.pool()?;
-    let mut pool_ba = mem_ba.pool()?;
-    let mut rx_a = RxQueue::<RING>::new(a, &mem_ab, &mut pool_ab)?;
-    let mut rx_b = RxQueue::<RING>::new(b, &mem_ba, &mut pool_ba)?;
-    let mut tx_b = TxQueue::<RING>::new(b, &mem_ab)?;
-    let mut tx_a = TxQueue::<RING>::new(a, &mem_ba)?;
+    let mut mem_ab = QueueMemory::allocate(RING, POOL)?;
+    let mut mem_ba = QueueMemory::allocate(RING, POOL)?;
+    let QueueParts { rx: rx_ring_ab, tx: tx_ring_ab, pool: mut pool_ab } = mem_ab.parts()?;
+    let QueueParts { rx: rx_ring_ba, tx: tx_ring_ba, pool: mut pool_ba } = mem_ba.parts()?;
+    let mut rx_a = RxQueue::<RING>::new(a, rx_ring_ab, &mut pool_ab)?;
+    let mut rx_b = RxQueue::<RING>::new(b, rx_ring_ba, &mut pool_ba)?;
+    let mut tx_b = TxQueue::<RING>::new(b, tx_ring_ab)?;
+    let mut tx_a = TxQueue::<RING>::new(a, tx_ring_ba)?;
     let mut dir_ab = Direction::new(&mut rx_a, &mut tx_b, &mut pool_ab);
     let mut dir_ba = Direction::new(&mut rx_b, &mut tx_a, &mut pool_ba);
     let forwarded = match (rewrite, lossless) {

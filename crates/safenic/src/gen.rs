@@ -57,9 +57,10 @@ pub fn run(o: &Options) -> Result<(), String> {
     dev.init().map_err(|e| e.to_string())?;
     dev.wait_for_link(Duration::from_secs(10)).map_err(|e| e.to_string())?;
     let run = || -> Result<(u64, u64, Duration), DriverError> {
-        let mem = QueueMemory::allocate(RING, 2 * RING)?;
-        let mut pool = mem.pool()?;
-        let mut tx = TxQueue::<RING>::new(&dev, &mem)?;
+        let mut mem = QueueMemory::allocate(RING, 2 * RING)?;
+        let parts = mem.parts()?;
+        let mut pool = parts.pool;
+        let mut tx = TxQueue::<RING>::new(&dev, parts.tx)?;
         let frame = udp_frame(o.size, dev.mac());
         let length = ixgbe::PacketLength::new(frame.len()).ok_or(DriverError::Invalid("frame size".into()))?;
         // Every buffer of this pool carries the same frame: write it once, not per packet.
