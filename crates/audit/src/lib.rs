@@ -8,10 +8,12 @@
 //!   registered loop is also decoded by `objdump -d`, which must agree ([`cross_check`]).
 //! - **Table 2 of the paper** ([`sizes`]): lines of code and instructions per main loop.
 //! - **Unsafe budget** ([`budget`], [`unsafe_code`]): every kind of unsafe code, per crate.
+//! - **Dependencies** ([`dependencies`]): the driver crates depend only on an allowlist.
 #![forbid(unsafe_code)]
 
 pub mod budget;
 pub mod cross_check;
+pub mod dependencies;
 pub mod elf;
 pub mod hot_paths;
 pub mod lines;
@@ -35,6 +37,7 @@ pub struct Report {
     /// Registered loops on which `objdump -d` and the audit's decoder disagree.
     pub cross_check_failures: Vec<String>,
     pub crates: Vec<CrateBudget>,
+    pub dependencies: dependencies::DependencyReport,
     pub sizes: Vec<SizeRow>,
     pub trusted_kernel_lines: usize,
     pub hot_path_checks: usize,
@@ -71,15 +74,20 @@ pub fn audit(o: &Options) -> Result<Report, String> {
         }
     }
     let crates = budget::unsafe_budget(&o.root)?;
+    let dependencies = dependencies::check(&o.root)?;
     let kernel = budget::rust_files(&o.root.join("crates/invariants/src"));
     let hot_path_checks: usize = functions.iter().map(|r| r.checks.len()).sum();
-    let passed = hot_path_checks == 0 && cross_check_failures.is_empty() && crates.iter().all(CrateBudget::passed);
+    let passed = hot_path_checks == 0
+        && cross_check_failures.is_empty()
+        && crates.iter().all(CrateBudget::passed)
+        && dependencies.not_allowed.is_empty();
     Ok(Report {
         binary: o.binary.display().to_string(),
         functions,
         cold_calls: registry.cold_calls,
         cross_check_failures,
         crates,
+        dependencies,
         sizes: sizes::size_table(&o.root, &o.table),
         trusted_kernel_lines: sizes::lines_of_code(&kernel),
         hot_path_checks,

@@ -69,6 +69,15 @@ pub fn print_text(r: &Report) -> Result<(), String> {
         }
     }
     cli::outln!("Trusted kernel (crates/invariants): {} lines of code", r.trusted_kernel_lines)?;
+    cli::outln!(
+        "Driver dependencies ({}): {} crates outside the workspace, {}",
+        crate::dependencies::DRIVER_CRATES.join(", "),
+        r.dependencies.external.len(),
+        if r.dependencies.not_allowed.is_empty() { "all allowed" } else { "SOME NOT ALLOWED" }
+    )?;
+    for d in &r.dependencies.not_allowed {
+        cli::outln!("      not in the allowlist (crates/audit/src/dependencies.rs): {d}")?;
+    }
     cli::outln!("audit: {}", if r.passed { "passed" } else { "FAILED" })?;
     Ok(())
 }
