@@ -9,7 +9,7 @@
 //! or a const generic ([`ConstOutputs`], the *const* model). Both index their per-output arrays
 //! without checks and without padding to 256.
 
-use crate::device::{Device, DriverError};
+use crate::device::{Device, DriverError, EnabledQueue};
 use crate::memory::{DmaBlock, Layout};
 use crate::regs::{RX_DD, RX_EOP, TX_EOP, TX_IFCS, TX_RS};
 use crate::{PacketData, PacketLength, BUFFER_SIZE};
@@ -125,6 +125,9 @@ pub struct Agent<'a, O: Outputs, const N: usize> {
     out: O::Array<Output<'a, N>>,
     lengths: O::Array<PacketLength>,
     receive_tail: VolatilePtr<'a, u32>,
+    /// The device queues (RX, then each output's TX), disabled when the agent is dropped,
+    /// before its memory can go.
+    _queues: Vec<EnabledQueue<'a>>,
     /// The last value written to RDT (not read back: a register read costs a PCIe round trip).
     receive_tail_value: RingIndex<N>,
     processed: RingIndex<N>,
@@ -134,9 +137,18 @@ pub struct Agent<'a, O: Outputs, const N: usize> {
 
 impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
     /// Sets up the rings in `mem`, the TX queues on `outputs_devices[o]` and RX queue 0 on
-    /// `input` [TinyNF `ixgbe_agent_init`; DS 4.6.7, 4.6.8].
+    /// `input` [TinyNF `ixgbe_agent_init`; DS 4.6.7, 4.6.8]. The agent borrows `mem` alone
+    /// while it lives, so no second agent shares its rings:
+    ///
+    /// ```compile_fail,E0499
+    /// # use ixgbe::agent::{Agent, AgentMemory, ConstOutputs};
+    /// # fn f<'a>(mem: &'a mut AgentMemory, d: &ixgbe::Device<'a>) {
+    /// let one = Agent::<_, 256>::new(mem, d, &ConstOutputs::<1>.array(|_| *d), ConstOutputs::<1>);
+    /// let two = Agent::<_, 256>::new(mem, d, &ConstOutputs::<1>.array(|_| *d), ConstOutputs::<1>);
+    /// # }
+    /// ```
     pub fn new(
-        mem: &'a AgentMemory,
+        mem: &'a mut AgentMemory,
         input: &Device<'a>,
         output_devices: &O::Array<Device<'a>>,
         outputs: O,
@@ -151,6 +163,8 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
         }
         let m = mem.block.memory();
         let buffers = m.array::<PacketData, N>(mem.buffers).ok_or(DriverError::Invalid("buffer layout".into()))?;
+        // Every queue enabled so far is disabled again if a later step fails.
+        let mut queues = Vec::with_capacity(outputs.count() + 1);
         let mut rank = 0;
         let out = outputs.try_array(|o| {
             let (ring_off, head_off) = (mem.rings[rank], mem.heads[rank]);
@@ -158,17 +172,23 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
             let ring = m.array::<Descriptor, N>(ring_off).ok_or(DriverError::Invalid("ring layout".into()))?;
             for i in 0..N {
                 let slot = ring.get(i).expect("i < N");
-                slot.at::<0>().write(mem.block.phys(mem.buffers + i * BUFFER_SIZE).to_le());
+                let buffer = mem.block.device_range(mem.buffers + i * BUFFER_SIZE, BUFFER_SIZE, "a packet buffer")?;
+                slot.at::<0>().write(buffer.get().to_le());
                 slot.at::<1>().write(0);
             }
             let head = m.ptr::<u32>(head_off).ok_or(DriverError::Invalid("head layout".into()))?;
             head.write(0);
-            let tail = output_devices[o].add_output(mem.block.phys(ring_off), N, Some(mem.block.phys(head_off)))?.tail;
-            Ok::<_, DriverError>(Output { ring, head, tail })
+            let ring_addr = mem.block.device_range(ring_off, N * 16, "a ring")?;
+            let head_addr = mem.block.device_range(head_off, 4, "a head write-back slot")?;
+            let registers = output_devices[o].add_output(ring_addr, N, Some(head_addr))?;
+            queues.push(registers.queue);
+            Ok::<_, DriverError>(Output { ring, head, tail: registers.tail })
         })?;
         let shared_ring = out[outputs.first()].ring;
         // The device may fill every slot but one: RDT = N - 1 [DS 7.1.9].
-        let receive_tail = input.set_input(mem.block.phys(mem.rings[0]), N, (N - 1) as u32)?;
+        let shared = mem.block.device_range(mem.rings[0], N * 16, "the shared ring")?;
+        let (receive_tail, receive) = input.set_input(shared, N, (N - 1) as u32)?;
+        queues.push(receive);
         Ok(Agent {
             outputs,
             buffers,
@@ -176,6 +196,7 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
             out,
             lengths: outputs.array(|_| PacketLength::ZERO),
             receive_tail,
+            _queues: queues,
             receive_tail_value: RingIndex::wrapping(N - 1),
             processed: RingIndex::ZERO,
             malformed: 0,

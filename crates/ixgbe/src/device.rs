@@ -1,5 +1,6 @@
 //! Opening an 82599 function and bringing it up [DS 4.6.3].
 
+use crate::memory::DmaAddr;
 use crate::regs::*;
 use invariants::{DeviceMemory, VolatileArray, VolatilePtr};
 use platform::{MappedRegion, PciFunction, PlatformError};
@@ -93,14 +94,41 @@ pub const FLOW_CONTROL_HEADROOM: u32 = 0x6000;
 /// Pause time sent in XOFF frames, in quanta of 512 bit times (85 µs at 10 Gb/s; DPDK's default).
 pub const FLOW_CONTROL_PAUSE: u16 = 0x680;
 
-/// The doorbell and head of a TX queue [DS 8.2.3.9.8, 8.2.3.9.9].
-#[derive(Clone, Copy)]
+/// The doorbell and head of a TX queue [DS 8.2.3.9.8, 8.2.3.9.9], and the queue itself.
 pub struct TxRegisters<'a> {
     /// TDT: the driver writes it to hand descriptors over.
     pub tail: VolatilePtr<'a, u32>,
     /// TDH: the device's head. A register read costs a bus round trip; per-packet code reads
     /// the head the device writes back to memory instead.
     pub head: VolatilePtr<'a, u32>,
+    /// Enabled while this lives.
+    pub queue: EnabledQueue<'a>,
+}
+
+/// An RX or TX queue of the device, enabled while this value lives. Dropping it disables the
+/// queue and waits until the device confirms that its DMA stopped (RXDCTL/TXDCTL.ENABLE reads
+/// back 0) [DS 4.6.7.1.2, 4.6.8]; if it does not within a second, it stops every DMA of the
+/// function (master disable [DS 5.2.5.3.2]). Whatever holds this also borrows the queue's
+/// memory, so the memory is released only after the device stopped using it.
+pub struct EnabledQueue<'a> {
+    device: Device<'a>,
+    control: Reg,
+}
+
+impl Drop for EnabledQueue<'_> {
+    fn drop(&mut self) {
+        let d = self.device;
+        d.clear(self.control, RXDCTL_ENABLE); // the same bit as TXDCTL.ENABLE
+        if d.wait(self.control, RXDCTL_ENABLE, 0, "a queue to stop", Duration::from_secs(1)).is_err() {
+            d.set(CTRL, CTRL_MASTER_DISABLE);
+            let stopped = d.wait(STATUS, STATUS_MASTER_ENABLE, 0, "master disable", Duration::from_secs(1));
+            eprintln!(
+                "{}: a queue did not stop within 1 s; master disable {}",
+                d.address,
+                if stopped.is_ok() { "stopped the device's DMA" } else { "did not confirm either" }
+            );
+        }
+    }
 }
 
 /// Counters read from the device [DS 8.2.3.23].
@@ -117,21 +145,45 @@ impl<'a> Device<'a> {
         self.address
     }
 
-    /// A register, for hot-path doorbells (RDT, TDT).
-    pub fn register(&self, r: Reg) -> VolatilePtr<'a, u32> {
+    /// A register, for hot-path doorbells (RDT, TDT). Crate-private, like `write`: a
+    /// register pointer could be written with a DMA address.
+    pub(crate) fn register(&self, r: Reg) -> VolatilePtr<'a, u32> {
         self.regs.at(r)
     }
 
     pub fn read(&self, r: Reg) -> u32 {
         self.regs.at(r).read()
     }
-    pub fn write(&self, r: Reg, v: u32) {
+
+    /// Writes a register for safe code outside this crate: any register but those that hold
+    /// a DMA address ([`is_dma_address`]), which only [`Self::set_input`] and
+    /// [`Self::add_output`] write, from a [`DmaAddr`] of memory the driver owns.
+    ///
+    /// The crate's own writes do not compile elsewhere:
+    ///
+    /// ```compile_fail,E0624
+    /// fn point_the_device_anywhere(d: &ixgbe::Device<'_>) {
+    ///     d.write(ixgbe::regs::rdbal(ixgbe::regs::QueueIndex::new(0)), 0x1000);
+    /// }
+    /// ```
+    pub fn write_register(&self, r: Reg, v: u32) -> Result<(), DriverError> {
+        if is_dma_address(r) {
+            return Err(DriverError::Invalid(format!(
+                "register {:#07x} holds a DMA address: give the device memory through set_input or add_output",
+                r.get() * 4
+            )));
+        }
+        self.write(r, v);
+        Ok(())
+    }
+
+    pub(crate) fn write(&self, r: Reg, v: u32) {
         self.regs.at(r).write(v)
     }
-    pub fn set(&self, r: Reg, bits: u32) {
+    pub(crate) fn set(&self, r: Reg, bits: u32) {
         self.write(r, self.read(r) | bits)
     }
-    pub fn clear(&self, r: Reg, bits: u32) {
+    pub(crate) fn clear(&self, r: Reg, bits: u32) {
         self.write(r, self.read(r) & !bits)
     }
 
@@ -268,10 +320,17 @@ impl<'a> Device<'a> {
         Ok(())
     }
 
-    /// Programs RX queue 0 on a ring of `len` legacy descriptors at `ring_phys`, buffers of
+    /// Programs RX queue 0 on a ring of `len` legacy descriptors at `ring`, buffers of
     /// `BUFFER_SIZE`, dropping when no descriptor is free unless flow control is on (frames
     /// then wait in the packet buffer); enables it and hands the device `tail` [DS 4.6.7.1].
-    pub fn set_input(&self, ring_phys: u64, len: usize, tail: u32) -> Result<VolatilePtr<'a, u32>, DriverError> {
+    /// Returns the tail register and the queue, enabled until it is dropped.
+    pub fn set_input(
+        &self,
+        ring: DmaAddr<'a>,
+        len: usize,
+        tail: u32,
+    ) -> Result<(VolatilePtr<'a, u32>, EnabledQueue<'a>), DriverError> {
+        let ring_phys = ring.get();
         let q = QueueIndex::new(0);
         if self.read(rxdctl(q)) & RXDCTL_ENABLE != 0 {
             return Err(DriverError::Exhausted { address: self.address.to_string(), what: "free RX queue 0" });
@@ -283,12 +342,14 @@ impl<'a> Device<'a> {
         let drop_en = if self.flow_control() { 0 } else { SRRCTL_DROP_EN };
         self.write(srrctl(q), (self.read(srrctl(q)) & !(SRRCTL_BSIZEPACKET_MASK | SRRCTL_DROP_EN)) | bsize | drop_en);
         self.set(rxdctl(q), RXDCTL_ENABLE);
+        // From here on the queue is disabled again on every way out, errors included.
+        let queue = EnabledQueue { device: *self, control: rxdctl(q) };
         self.wait(rxdctl(q), RXDCTL_ENABLE, RXDCTL_ENABLE, "RXDCTL.ENABLE", Duration::from_secs(1))?;
         self.write(rdt(q), tail);
         self.start_receive()?;
         // No relaxed ordering of descriptor write-back [DS 8.2.3.11.1].
         self.clear(dca_rxctrl(q), DCA_RXCTRL_RELAXED_WRITE);
-        Ok(self.register(rdt(q)))
+        Ok((self.register(rdt(q)), queue))
     }
 
     /// Programs the first disabled TX queue on a ring of `len` legacy descriptors, with head
@@ -296,10 +357,11 @@ impl<'a> Device<'a> {
     /// queue's tail and head registers.
     pub fn add_output(
         &self,
-        ring_phys: u64,
+        ring: DmaAddr<'a>,
         len: usize,
-        head_phys: Option<u64>,
+        head: Option<DmaAddr<'a>>,
     ) -> Result<TxRegisters<'a>, DriverError> {
+        let (ring_phys, head_phys) = (ring.get(), head.map(DmaAddr::get));
         let q = QueueIndex::all()
             .find(|&q| self.read(txdctl(q)) & TXDCTL_ENABLE == 0)
             .ok_or(DriverError::Exhausted { address: self.address.to_string(), what: "free TX queue" })?;
@@ -315,8 +377,9 @@ impl<'a> Device<'a> {
         self.clear(dca_txctrl(q), DCA_TXCTRL_RELAXED_WRITE);
         self.set(DMATXCTL, DMATXCTL_TE);
         self.set(txdctl(q), TXDCTL_ENABLE);
+        let queue = EnabledQueue { device: *self, control: txdctl(q) };
         self.wait(txdctl(q), TXDCTL_ENABLE, TXDCTL_ENABLE, "TXDCTL.ENABLE", Duration::from_secs(1))?;
-        Ok(TxRegisters { tail: self.register(tdt(q)), head: self.register(tdh(q)) })
+        Ok(TxRegisters { tail: self.register(tdt(q)), head: self.register(tdh(q)), queue })
     }
 
     /// Totals since reset (or since the last read on hardware, where they clear on read).

@@ -4,6 +4,23 @@ use crate::device::DriverError;
 use invariants::DeviceMemory;
 use platform::hugepage::HUGEPAGE;
 use platform::{DmaBacking, DmaMemory};
+use std::marker::PhantomData;
+
+/// The bus address of a piece of DMA memory the driver owns, valid while that memory is
+/// borrowed (`'mem`): the only kind of address [`crate::Device`] gives the device's
+/// registers. It has no public constructor; [`DmaBlock::device_range`] makes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DmaAddr<'mem> {
+    phys: u64,
+    _memory: PhantomData<&'mem DmaBlock>,
+}
+
+impl DmaAddr<'_> {
+    /// The address, to read (e.g. in a message); it cannot be turned back into a `DmaAddr`.
+    pub fn get(self) -> u64 {
+        self.phys
+    }
+}
 
 /// A block of hugepage memory (a file on hugetlbfs) that the driver gives the device.
 pub struct DmaBlock {
@@ -29,7 +46,7 @@ impl DmaBlock {
     /// `[offset, offset + len)` as one piece of memory for the device, its physical address:
     /// inside the block and within one hugepage, or an error naming `what` (a buffer, a ring)
     /// that would straddle.
-    pub fn device_range(&self, offset: usize, len: usize, what: &str) -> Result<u64, DriverError> {
+    pub fn device_range(&self, offset: usize, len: usize, what: &str) -> Result<DmaAddr<'_>, DriverError> {
         let inside = len > 0 && offset.checked_add(len).is_some_and(|end| end <= self.mem.len());
         // Within one page, whether or not the next page happens to follow it physically.
         if !inside || offset / HUGEPAGE != (offset + len - 1) / HUGEPAGE {
@@ -38,7 +55,7 @@ impl DmaBlock {
                  boundary: the device needs physically contiguous memory, so place it within one 2 MiB page"
             )));
         }
-        Ok(self.mem.phys(offset))
+        Ok(DmaAddr { phys: self.mem.phys(offset), _memory: PhantomData })
     }
 }
 

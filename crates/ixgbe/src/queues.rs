@@ -9,7 +9,7 @@
 //! ("buffers are conserved"). "Pool inversion": a receive queue and the transmit queue its
 //! packets go to share one pool, so recycled TX buffers refill that RX ring.
 
-use crate::device::{Device, DriverError};
+use crate::device::{Device, DriverError, EnabledQueue};
 use crate::memory::{DmaBlock, Layout};
 use crate::regs::{RX_DD, RX_EOP, TX_EOP, TX_IFCS, TX_RS};
 use crate::{PacketData, PacketLength, BUFFER_SIZE};
@@ -48,7 +48,7 @@ impl<'a> BufferPool<'a> {
         for i in 0..count {
             let at = offset + i * BUFFER_SIZE;
             let data = m.ptr::<PacketData>(at).ok_or(DriverError::Invalid("pool outside its block".into()))?;
-            let phys = block.device_range(at, BUFFER_SIZE, &format!("packet buffer {i}"))?;
+            let phys = block.device_range(at, BUFFER_SIZE, &format!("packet buffer {i}"))?.get();
             free.push(Buffer { data, phys, length: PacketLength::ZERO });
         }
         Ok(BufferPool { free, total: count })
@@ -222,6 +222,8 @@ pub struct RxQueue<'a, const N: usize> {
     next: RingIndex<N>,
     /// Frames refused (length beyond the buffer, or spanning buffers) and recycled.
     pub malformed: u64,
+    /// The device queue, disabled when this queue is dropped (before its memory can go).
+    _queue: EnabledQueue<'a>,
 }
 
 impl<'a, const N: usize> RxQueue<'a, N> {
@@ -244,8 +246,8 @@ impl<'a, const N: usize> RxQueue<'a, N> {
         if missing {
             return Err(DriverError::Invalid(format!("a pool of at least {N} buffers is needed to fill the RX ring")));
         }
-        let tail = device.set_input(phys, N, (N - 1) as u32)?;
-        Ok(RxQueue { ring, held, tail, next: RingIndex::ZERO, malformed: 0 })
+        let (tail, queue) = device.set_input(phys, N, (N - 1) as u32)?;
+        Ok(RxQueue { ring, held, tail, next: RingIndex::ZERO, malformed: 0, _queue: queue })
     }
 
     /// Buffers in the ring.
@@ -305,6 +307,8 @@ pub struct TxQueue<'a, const N: usize> {
     head_register: VolatilePtr<'a, u32>,
     next: RingIndex<N>,
     recycled: RingIndex<N>,
+    /// The device queue, disabled when this queue is dropped (before its memory can go).
+    _queue: EnabledQueue<'a>,
 }
 
 /// RS is requested once per this many descriptors; buffers are recycled from the head then.
@@ -333,6 +337,7 @@ impl<'a, const N: usize> TxQueue<'a, N> {
             head_register: registers.head,
             next: RingIndex::ZERO,
             recycled: RingIndex::ZERO,
+            _queue: registers.queue,
         })
     }
 

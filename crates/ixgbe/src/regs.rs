@@ -29,6 +29,21 @@ const fn queue_reg(base: usize, stride: usize, q: QueueIndex) -> Reg {
     reg(base + stride * q.get())
 }
 
+/// Whether `r` holds a DMA address the device will use: a ring base (RDBAL/RDBAH,
+/// TDBAL/TDBAH) or a head write-back address (TDWBAL/TDWBAH) [DS 8.2.3.8.1, 8.2.3.9.5,
+/// 8.2.3.9.11]. Safe code may not write these directly (see `Device::write_register`).
+pub fn is_dma_address(r: Reg) -> bool {
+    let offset = r.get() * 4;
+    let slot = offset % 0x40;
+    if (0x01000..0x02000).contains(&offset) || (0x0D000..0x0E000).contains(&offset) {
+        slot == 0x00 || slot == 0x04
+    } else if (0x06000..0x08000).contains(&offset) {
+        slot == 0x00 || slot == 0x04 || slot == 0x38 || slot == 0x3C
+    } else {
+        false
+    }
+}
+
 // Largest queue-register offset used, checked at compile time.
 const _: Reg = reg(0x06028 + 0x40 * (MAX_QUEUES - 1));
 

@@ -166,11 +166,11 @@ fn restricted(
     rewrite: bool,
     meter: Meter,
 ) -> Result<Totals, DriverError> {
-    let mem_ab = AgentMemory::allocate(outputs, RING)?;
-    let mem_ba = AgentMemory::allocate(outputs, RING)?;
+    let mut mem_ab = AgentMemory::allocate(outputs, RING)?;
+    let mut mem_ba = AgentMemory::allocate(outputs, RING)?;
     with_len(outputs, |outs| {
-        let mut ab = Agent::<_, RING>::new(&mem_ab, a, &outs.vec(|_| *b), outs)?;
-        let mut ba = Agent::<_, RING>::new(&mem_ba, b, &outs.vec(|_| *a), outs)?;
+        let mut ab = Agent::<_, RING>::new(&mut mem_ab, a, &outs.vec(|_| *b), outs)?;
+        let mut ba = Agent::<_, RING>::new(&mut mem_ba, b, &outs.vec(|_| *a), outs)?;
         let forwarded = if rewrite {
             forward_restricted::<true>(&mut ab, &mut ba, outs, meter)
         } else {
@@ -238,10 +238,10 @@ fn forward_packet<O: Outputs, const REWRITE: bool>(
 
 fn const_model(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: Meter) -> Result<Totals, DriverError> {
     let one = ConstOutputs::<1>;
-    let mem_ab = AgentMemory::allocate(1, RING)?;
-    let mem_ba = AgentMemory::allocate(1, RING)?;
-    let mut ab = Agent::<_, RING>::new(&mem_ab, a, &one.array(|_| *b), one)?;
-    let mut ba = Agent::<_, RING>::new(&mem_ba, b, &one.array(|_| *a), one)?;
+    let mut mem_ab = AgentMemory::allocate(1, RING)?;
+    let mut mem_ba = AgentMemory::allocate(1, RING)?;
+    let mut ab = Agent::<_, RING>::new(&mut mem_ab, a, &one.array(|_| *b), one)?;
+    let mut ba = Agent::<_, RING>::new(&mut mem_ba, b, &one.array(|_| *a), one)?;
     let forwarded = if rewrite {
         forward_const::<true>(&mut ab, &mut ba, meter)
     } else {
