@@ -156,8 +156,8 @@ impl<'a> Device<'a> {
     }
 
     /// Writes a register for safe code outside this crate: any register but those that hold
-    /// a DMA address ([`is_dma_address`]), which only [`Self::set_input`] and
-    /// [`Self::add_output`] write, from a [`DmaAddr`] of memory the driver owns.
+    /// a DMA address ([`is_dma_address`]), which only the queues and agents of this crate
+    /// write (through `set_input` and `add_output`), from a [`DmaAddr`] of their memory.
     ///
     /// The crate's own writes do not compile elsewhere:
     ///
@@ -324,7 +324,7 @@ impl<'a> Device<'a> {
     /// `BUFFER_SIZE`, dropping when no descriptor is free unless flow control is on (frames
     /// then wait in the packet buffer); enables it and hands the device `tail` [DS 4.6.7.1].
     /// Returns the tail register and the queue, enabled until it is dropped.
-    pub fn set_input(
+    pub(crate) fn set_input(
         &self,
         ring: DmaAddr<'a>,
         len: usize,
@@ -355,7 +355,7 @@ impl<'a> Device<'a> {
     /// Programs the first disabled TX queue on a ring of `len` legacy descriptors, with head
     /// write-back to `head_phys` if given, and enables it [DS 4.6.8, 7.2.3.5.2]. Returns the
     /// queue's tail and head registers.
-    pub fn add_output(
+    pub(crate) fn add_output(
         &self,
         ring: DmaAddr<'a>,
         len: usize,

@@ -33,14 +33,10 @@ impl DmaBlock {
         Ok(DmaBlock { mem: DmaMemory::allocate(len, DmaBacking::HugetlbfsFile(None))? })
     }
 
-    /// Volatile access to the block, for as long as it is borrowed.
-    pub fn memory(&self) -> DeviceMemory<'_> {
+    /// Volatile access to the block, for as long as it is borrowed. Crate-private: whoever
+    /// writes descriptors decides where the device reads and writes.
+    pub(crate) fn memory(&self) -> DeviceMemory<'_> {
         DeviceMemory::from_region(self.mem.region())
-    }
-
-    /// The physical address of byte `offset`.
-    pub fn phys(&self, offset: usize) -> u64 {
-        self.mem.phys(offset)
     }
 
     /// `[offset, offset + len)` as one piece of memory for the device, its physical address:
