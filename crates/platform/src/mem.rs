@@ -13,18 +13,31 @@ use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
 
 /// An `mmap`ed region shared with another process or a device.
+///
+/// Its accesses are volatile (for aligned integers) or plain copies: the compiler neither drops
+/// nor merges them, but they are not atomic. The other party (a device, another process, or
+/// nicsim's engine through its own mapping of the same file) is outside this program's memory
+/// model, as memory-mapped I/O is; what orders the two sides are explicit fences and the
+/// protocol (descriptors before tails, data before DD). Within this program a region is used
+/// from one thread at a time: it is `Send` but not `Sync`, so sharing one between threads does
+/// not compile:
+///
+/// ```compile_fail,E0277
+/// let r = platform::MappedRegion::anonymous(4096).unwrap();
+/// std::thread::scope(|s| {
+///     s.spawn(|| r.write_u32(0, 1));
+///     r.write_u32(0, 2);
+/// });
+/// ```
 #[derive(Debug)]
 pub struct MappedRegion {
     ptr: NonNull<u8>,
     len: usize,
 }
 
-// SAFETY: the region is plain shared memory owned by this value until `Drop`; every access
-// goes through `&self` methods that use volatile or raw-pointer operations on integers and
-// bytes, which are sound however other threads or processes modify the memory meanwhile.
+// SAFETY: the region is memory owned by this value until `Drop` (a pointer and a length, no
+// thread-local state); moving the owner to another thread moves all access with it.
 unsafe impl Send for MappedRegion {}
-// SAFETY: see `Send`: no method hands out a Rust reference into the mapping.
-unsafe impl Sync for MappedRegion {}
 
 /// `MAP_HUGE_2MB`: log2(2 MiB) in the mmap flag bits reserved for the huge page size.
 const MAP_HUGE_2MB: libc::c_int = 21 << libc::MAP_HUGE_SHIFT;
