@@ -1,7 +1,7 @@
 # safenic: `make demo` shows nicsim with traffic flowing; `make test` runs every check.
 CARGO ?= cargo
 
-.PHONY: all setup build demo test bench audit fuzz stress fmt clean
+.PHONY: all setup build demo test bench audit sanitize fuzz stress fmt clean
 
 all: build
 
@@ -24,7 +24,17 @@ test: setup
 	$(CARGO) build --workspace
 	target/debug/safenic-drivers build
 	$(CARGO) test --workspace -- --test-threads=1
+	$(MAKE) sanitize
 	$(MAKE) audit
+
+# platform's tests under AddressSanitizer and ThreadSanitizer (Miri cannot run them: they map
+# files and hugepages). ThreadSanitizer needs the standard library built with it too.
+SANITIZE_TARGET := x86_64-unknown-linux-gnu
+sanitize: setup
+	RUSTFLAGS="-Zsanitizer=address" $(CARGO) +nightly test -p platform --lib --target $(SANITIZE_TARGET) \
+	  --target-dir target/sanitize-address -- --test-threads=1
+	RUSTFLAGS="-Zsanitizer=thread" $(CARGO) +nightly test -Zbuild-std -p platform --lib --target $(SANITIZE_TARGET) \
+	  --target-dir target/sanitize-thread -- --test-threads=1
 
 # The hot paths of the release build contain no run-time check, unsafe stays in its two crates
 # (each block with // SAFETY:), and the trusted kernel's tests pass under Miri. `safenic audit`
