@@ -4,10 +4,11 @@
 //! flow-control pause) and after it drains again.
 //! Needs root and hugepages (`make test` provides them).
 
-use ixgbe::device::Port;
+mod common;
+
 use ixgbe::queues::{Batch, BufferPool, QueueMemory, Receive, RxQueue, Transmit, TxQueue};
 use nicsim::control::Stats;
-use nicsim::session::{Session, SessionOptions};
+use nicsim::session::Session;
 use nicsim::wire::TrafficSpec;
 use std::time::{Duration, Instant};
 
@@ -21,16 +22,10 @@ fn stats(server: &Session) -> Stats {
 
 #[test]
 fn flexible_queues_conserve_buffers_with_the_tx_ring_kept_full() {
-    let server = Session::start("ixgbe-test", "conservation", &SessionOptions::default()).expect("starting nicsim");
+    let server = common::nicsim("conservation");
     platform::sched::pin_current_thread(1).expect("pinning the driver thread");
-    let sysfs = server.devices();
-    let port_a = Port::open(&sysfs, &nicsim::sysfs::port_address(0)).unwrap();
-    let port_b = Port::open(&sysfs, &nicsim::sysfs::port_address(1)).unwrap();
+    let (port_a, port_b) = (common::port(&server, 0), common::port(&server, 1));
     let (a, b) = (port_a.device(), port_b.device());
-    for d in [&a, &b] {
-        d.init().unwrap();
-        d.wait_for_link(Duration::from_secs(10)).unwrap();
-    }
     let mut mem = QueueMemory::allocate(RING, POOL).unwrap();
     let parts = mem.parts().unwrap();
     let mut pool = parts.pool;

@@ -6,10 +6,11 @@
 //! Needs root and hugepages (`make test` provides them); against nicsim in this process.
 
 use ixgbe::agent::{Agent, AgentMemory, ConstOutputs, Outputs};
-use ixgbe::device::Port;
+mod common;
+
 use ixgbe::queues::{QueueMemory, RxQueue, TxQueue};
 use ixgbe::regs::{rdbal, rxdctl, txdctl, QueueIndex, RXDCTL_ENABLE, TXDCTL_ENABLE};
-use nicsim::session::{Session, SessionOptions};
+use nicsim::session::Session;
 use std::time::Duration;
 
 const RING: usize = 64;
@@ -25,15 +26,9 @@ fn settle() {
 
 #[test]
 fn dropped_queues_are_disabled_before_their_memory_goes() {
-    let sim = Session::start("ixgbe-test", "queue-lifetime", &SessionOptions::default()).expect("starting nicsim");
-    let sysfs = sim.devices();
-    let port_a = Port::open(&sysfs, &nicsim::sysfs::port_address(0)).unwrap();
-    let port_b = Port::open(&sysfs, &nicsim::sysfs::port_address(1)).unwrap();
+    let sim = common::nicsim("queue-lifetime");
+    let (port_a, port_b) = (common::port(&sim, 0), common::port(&sim, 1));
     let (a, b) = (port_a.device(), port_b.device());
-    for d in [&a, &b] {
-        d.init().unwrap();
-        d.wait_for_link(Duration::from_secs(10)).unwrap();
-    }
     let q0 = QueueIndex::new(0);
 
     // The flexible model's queues.
@@ -73,12 +68,9 @@ fn dropped_queues_are_disabled_before_their_memory_goes() {
 
 #[test]
 fn queues_enabled_before_an_error_are_disabled_again() {
-    let sim = Session::start("ixgbe-test", "queue-error", &SessionOptions::default()).expect("starting nicsim");
-    let sysfs = sim.devices();
-    let port_a = Port::open(&sysfs, &nicsim::sysfs::port_address(0)).unwrap();
+    let sim = common::nicsim("queue-error");
+    let port_a = common::port(&sim, 0);
     let a = port_a.device();
-    a.init().unwrap();
-    a.wait_for_link(Duration::from_secs(10)).unwrap();
     // RX queue 0 is taken, so an agent's set-up fails after it enabled its TX queue.
     let mut mem = QueueMemory::allocate(RING, 2 * RING).unwrap();
     let parts = mem.parts().unwrap();
