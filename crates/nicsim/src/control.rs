@@ -131,6 +131,9 @@ pub struct Stats {
     /// between two snapshots is exact even if the engine's core was stopped just before one.
     pub elapsed_ns: u64,
     pub iterations: u64,
+    /// Bytes of driver memory nicsim can reach now; 0 once every driver that ran has exited
+    /// (or released its memory) and nicsim noticed, within a second.
+    pub driver_memory_bytes: u64,
     pub ports: Vec<PortStats>,
 }
 

@@ -204,7 +204,13 @@ impl<D: DmaSpace> Engine<D> {
             p.scan();
             p.publish_counters();
         }
+        let generation = self.dma.generation();
         self.dma.maintain();
+        if self.dma.generation() != generation {
+            for p in self.ports.iter_mut() {
+                p.stop_queues_on_released_memory(&self.dma);
+            }
+        }
     }
 
     fn busy(&self) -> bool {
@@ -362,7 +368,12 @@ impl<D: DmaSpace> Engine<D> {
                 in_flight: p.in_flight(&self.dma),
             })
             .collect();
-        Stats { elapsed_ns: now_ps / 1000, iterations: self.iterations, ports }
+        Stats {
+            elapsed_ns: now_ps / 1000,
+            iterations: self.iterations,
+            driver_memory_bytes: self.dma.known_bytes(),
+            ports,
+        }
     }
 }
 

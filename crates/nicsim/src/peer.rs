@@ -97,6 +97,19 @@ impl Device {
         wait_until("link up", Duration::from_secs(10), || self.read(LINKS) & (1 << 30) != 0)
     }
 
+    /// Disables every enabled RX and TX queue and waits until the device confirms.
+    pub fn stop_queues(&self) -> Result<(), String> {
+        for q in 0..QUEUES as u32 {
+            for control in [rxdctl(q), txdctl(q)] {
+                if self.read(control) & RXDCTL_ENABLE != 0 {
+                    self.clear(control, RXDCTL_ENABLE); // the same bit as TXDCTL.ENABLE
+                    self.wait(control, RXDCTL_ENABLE, 0)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Master disable, reset and global configuration, TinyNF style [DS 4.6.3].
     pub fn init_tinynf(&self) -> Result<(), String> {
         for q in 0..QUEUES as u32 {
@@ -493,6 +506,10 @@ pub fn reflect(sysfs: &Path, a: &str, b: &str, mut stop: impl FnMut(u64) -> bool
         total += u64::from(n);
         iterations += 1;
         if iterations % 4096 == 0 && stop(total) {
+            // The queues stop before the agents' memory goes [DS 4.6.7.1.2, 4.6.8].
+            for d in [&da, &db] {
+                d.stop_queues()?;
+            }
             return Ok(total);
         }
     }

@@ -188,3 +188,34 @@ fn l2_filtering_follows_fctrl_and_rar() {
     assert_eq!(r.port.counters.qprc[0], 3);
     assert_eq!(r.port.counters.bprc, 1);
 }
+
+#[test]
+fn a_queue_left_enabled_on_released_memory_is_a_fault_and_a_disabled_one_is_not() {
+    use nicsim::port::{Access, Direction};
+    let mut r = Rig::new();
+    r.rx_ring(8, false, true);
+    r.wr(rdt(0), 7);
+    let off = r.tx_ring(0, 8, None);
+    r.port.receive(&mut r.dma, &frame(100, 1)); // the RX ring resolves
+    r.mem().write_u64(off, DMA_BASE + 0x10000);
+    r.mem().write_u64(off + 8, 60 | (0b1011u64 << 24)); // EOP, IFCS, RS
+    r.wr(tdt(0), 1);
+    assert_eq!(r.transmit().len(), 1, "the TX ring resolves");
+    // The driver goes, its queues still enabled: both are stopped, with the reason.
+    r.dma.released = true;
+    assert_eq!(r.port.stop_queues_on_released_memory(&r.dma), 2);
+    let kinds: Vec<_> = r.port.faults.iter().map(|f| (f.direction, f.access)).collect();
+    assert_eq!(kinds, [(Direction::Rx, Access::ReleasedRing), (Direction::Tx, Access::ReleasedRing)]);
+    assert!(r.port.rx_queue_state(0).faulted && r.port.tx_queue_state(0).faulted);
+    assert_eq!(r.port.stop_queues_on_released_memory(&r.dma), 0, "reported once");
+
+    // A driver that disables its queues first releases its memory without a fault.
+    let mut r = Rig::new();
+    r.rx_ring(8, false, true);
+    r.wr(rdt(0), 7);
+    r.port.receive(&mut r.dma, &frame(100, 1));
+    r.wr(rxdctl(0), 0);
+    r.dma.released = true;
+    assert_eq!(r.port.stop_queues_on_released_memory(&r.dma), 0);
+    assert!(r.port.faults.is_empty());
+}

@@ -394,6 +394,8 @@ int main(int argc, char **argv)
 	uint64_t counts[2] = {0, 0};
 	struct discarded lost = run_model(&port_a.device, &port_b.device, &o, &m, counts);
 	double secs = now_seconds() - start;
+	device_stop_queues(&port_a.device);
+	device_stop_queues(&port_b.device);
 	printf("%s fwd " MODEL ": %s -> %s %llu packets, %s -> %s %llu packets, %.1f s, %.3f Mpps, %llu malformed, %llu "
 	       "dropped\n",
 	       program_name, o.input, o.output, (unsigned long long)counts[0], o.output, o.input,

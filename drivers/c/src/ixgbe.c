@@ -143,6 +143,23 @@ void port_open(struct port *p, const char *sysfs, const char *address)
 	p->device.address = p->function.address;
 }
 
+void device_stop_queues(const struct device *d)
+{
+	const uint64_t second = 1000000;
+	// Disable every enabled queue and wait until the device confirms, before the memory its
+	// rings and buffers are in can go [DS 4.6.7.1.2, 4.6.8].
+	for (uint32_t q = 0; q < MAX_QUEUES; q++) {
+		if (reg_read(d, RXDCTL(q)) & RXDCTL_ENABLE) {
+			reg_clear(d, RXDCTL(q), RXDCTL_ENABLE);
+			reg_wait(d, RXDCTL(q), RXDCTL_ENABLE, 0, "RXDCTL.ENABLE to clear", second);
+		}
+		if (reg_read(d, TXDCTL(q)) & TXDCTL_ENABLE) {
+			reg_clear(d, TXDCTL(q), TXDCTL_ENABLE);
+			reg_wait(d, TXDCTL(q), TXDCTL_ENABLE, 0, "TXDCTL.ENABLE to clear", second);
+		}
+	}
+}
+
 void device_init(const struct device *d)
 {
 	const uint64_t second = 1000000;

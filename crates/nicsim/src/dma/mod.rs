@@ -144,6 +144,11 @@ pub trait DmaSpace {
     /// Periodic housekeeping from the engine's slow path (e.g. dropping memory of processes
     /// that exited).
     fn maintain(&mut self) {}
+
+    /// Bytes of driver memory the space resolves now (for statistics).
+    fn known_bytes(&self) -> u64 {
+        0
+    }
 }
 
 /// `phys` in `space`, looking for newly mapped memory if it is unknown. `None` is a DMA fault.

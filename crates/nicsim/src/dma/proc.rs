@@ -263,6 +263,10 @@ impl DmaSpace for ProcDmaSpace {
         false
     }
 
+    fn known_bytes(&self) -> u64 {
+        self.mapped_bytes()
+    }
+
     fn maintain(&mut self) {
         if self.last_maintain.elapsed() < Duration::from_secs(1) {
             return;

@@ -2,6 +2,7 @@
 //! IOMMU would stop it.
 
 use super::Port;
+use crate::dma::DmaSpace;
 use crate::regs::Direction;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -18,6 +19,9 @@ pub enum Access {
     PacketBufferRead,
     PacketBufferWrite,
     HeadWriteBack,
+    /// A queue still enabled on a ring in memory the driver has released (unmapped, or its
+    /// process exited): the device would read and write memory that may be another's now.
+    ReleasedRing,
 }
 
 impl fmt::Display for Access {
@@ -28,6 +32,7 @@ impl fmt::Display for Access {
             Access::PacketBufferRead => "packet buffer read",
             Access::PacketBufferWrite => "packet buffer write",
             Access::HeadWriteBack => "head write-back",
+            Access::ReleasedRing => "ring",
         })
     }
 }
@@ -45,12 +50,42 @@ pub struct DmaFault {
 }
 
 impl Port {
+    /// Stops, with a [`Access::ReleasedRing`] fault, every enabled queue whose ring was in
+    /// driver memory and no longer resolves: the driver released the memory (or exited) with
+    /// the queue still enabled. The engine asks after the DMA space forgot memory. Returns how
+    /// many queues it stopped.
+    pub fn stop_queues_on_released_memory(&mut self, dma: &impl DmaSpace) -> usize {
+        let mut stopped = 0;
+        for k in 0..self.active_rx.len() {
+            let q = self.active_rx[k];
+            let r = self.rx[q as usize];
+            if !r.faulted && r.ring.is_some() && dma.locate(r.base).is_none() {
+                self.fault(Direction::Rx, q, r.head, r.base, Access::ReleasedRing);
+                stopped += 1;
+            }
+        }
+        for k in 0..self.active_tx.len() {
+            let q = self.active_tx[k];
+            let t = &self.tx[q as usize];
+            let (base, head) = (t.base, t.head);
+            if t.enabled && !t.faulted && t.ring_seen && dma.locate(base).is_none() {
+                self.fault(Direction::Tx, q, head, base, Access::ReleasedRing);
+                stopped += 1;
+            }
+        }
+        stopped
+    }
+
     /// Records a fault of `queue` at `descriptor` and stops the queue.
     pub(super) fn fault(&mut self, direction: Direction, queue: u32, descriptor: u32, address: u64, access: Access) {
         self.fault_count += 1;
         if self.faults.len() < MAX_FAULTS {
+            let what = match access {
+                Access::ReleasedRing => "the driver released this memory with the queue still enabled",
+                _ => "is not memory the driver gave the device",
+            };
             eprintln!(
-                "nicsim: DMA fault: port {} {direction} queue {queue} descriptor {descriptor}: {access} at {address:#x} is not memory the driver gave the device; queue stopped",
+                "nicsim: DMA fault: port {} {direction} queue {queue} descriptor {descriptor}: {access} at {address:#x}: {what}; queue stopped",
                 self.index
             );
             self.faults.push(DmaFault { port: self.index, direction, queue, descriptor, address, access });

@@ -79,6 +79,8 @@ struct TxQueue {
     frame: Vec<u8>,
     frame_bad: bool,
     stat: usize,
+    /// The ring resolved to driver memory at least once since the queue was enabled.
+    ring_seen: bool,
 }
 
 /// The bus address of descriptor `index` of a ring at `base`. Both come from the driver: an

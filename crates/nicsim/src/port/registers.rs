@@ -371,6 +371,7 @@ impl Port {
         tq.wthresh = (txdctl_value >> TXDCTL_WTHRESH_SHIFT) & 0x7F;
         tq.frame.clear();
         tq.frame_bad = false;
+        tq.ring_seen = false;
         tq.stat = stat;
         let head = tq.head;
         self.apply_head_wb(q, self.reg(tdwbal(q)), self.reg(tdwbah(q)));

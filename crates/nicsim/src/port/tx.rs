@@ -56,6 +56,7 @@ impl Port {
         }
         let start_head = q.head;
         let ring = Ring::resolve(dma, q.base, q.size);
+        q.ring_seen |= ring.is_some();
         let mut write_head_back = false;
         let mut processed = 0;
         while q.head != q.tail && processed < TX_DESCRIPTORS_PER_CALL && out.room() > 0 {

@@ -19,14 +19,19 @@ pub const DMA_LEN: usize = 1 << 21;
 pub struct TestDma {
     pub flat: FlatDmaSpace,
     pub windows: bool,
+    /// The driver released its memory: nothing resolves any more.
+    pub released: bool,
 }
 
 impl DmaSpace for TestDma {
     fn locate(&self, phys: u64) -> Option<Location> {
+        if self.released {
+            return None;
+        }
         self.flat.locate(phys)
     }
     fn window(&self, phys: u64) -> Option<Window> {
-        if self.windows {
+        if self.windows && !self.released {
             self.flat.window(phys)
         } else {
             None
@@ -51,7 +56,7 @@ impl Rig {
         let (cfg_dev, cfg) = twice(CONFIG_LEN, "cfg");
         let port = Port::new(0, bar_dev, PciConfig::new(cfg_dev, 0xF800_0000), 0, 10.0);
         let flat = FlatDmaSpace { region: MappedRegion::anonymous(DMA_LEN).unwrap(), base: DMA_BASE };
-        let dma = TestDma { flat, windows: true };
+        let dma = TestDma { flat, windows: true, released: false };
         let mut r = Rig { port, bar, cfg, dma };
         r.cfg.write_u16(4, r.cfg.read_u16(4) | 0b110); // memory space + bus master
         r.sync();

@@ -290,6 +290,24 @@ pub fn assert_no_lint(sim: &Sim) {
     assert!(lint.is_empty(), "nicsim's lint on the driver: {lint:?}");
 }
 
+/// After a driver exited: waits until nicsim has let go of its memory (it notices within a
+/// second) and checks that no queue was still enabled on it. A driver that exits with a queue
+/// enabled leaves the device DMAing into memory that is free for anyone.
+pub fn assert_queues_stopped_before_memory_went(sim: &Sim, driver: Driver) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let s = loop {
+        let s = sim.stats();
+        if s.driver_memory_bytes == 0 {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "nicsim still reaches {} bytes of the exited driver", s.driver_memory_bytes);
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let released: Vec<_> =
+        s.ports.iter().flat_map(|p| &p.faults).filter(|f| f.access == nicsim::port::Access::ReleasedRing).collect();
+    assert!(released.is_empty(), "{}: queues left enabled on memory it released: {released:?}", driver.name);
+}
+
 /// Stops `child` with SIGTERM and checks it exits 0 with a summary line; returns the summary.
 pub fn stop_driver(driver: Driver, mode: &str, child: Reaped) -> Summary {
     let out = terminate(child);
@@ -317,6 +335,7 @@ pub fn forward(driver: Driver, mode: &str, args: &[&str], n: u64, rate: f64, in_
     let summary = stop_driver(driver, mode, child);
     assert_lossless(&s, &summary, n, in_order);
     assert_no_lint(&sim);
+    assert_queues_stopped_before_memory_went(&sim, driver);
     // The paper's rewrite: destination 00:00:00:00:00:01, source 00:00:00:00:00:00.
     sim.end_capture(1).unwrap();
     let frames = read_pcap(&pcap).unwrap();
