@@ -9,12 +9,14 @@
 //! - **Table 2 of the paper** ([`sizes`]): lines of code and instructions per main loop.
 //! - **Unsafe budget** ([`budget`], [`unsafe_code`]): every kind of unsafe code, per crate.
 //! - **Dependencies** ([`dependencies`]): the driver crates depend only on an allowlist.
+//! - **Expanded code** ([`expanded`]): no macro emits unsafe code into the driver crates.
 #![forbid(unsafe_code)]
 
 pub mod budget;
 pub mod cross_check;
 pub mod dependencies;
 pub mod elf;
+pub mod expanded;
 pub mod hot_paths;
 pub mod lines;
 pub mod registry;
@@ -38,6 +40,8 @@ pub struct Report {
     pub cross_check_failures: Vec<String>,
     pub crates: Vec<CrateBudget>,
     pub dependencies: dependencies::DependencyReport,
+    /// Unsafe code in the driver crates' macro-expanded code.
+    pub expanded: Vec<expanded::ExpandedReport>,
     pub sizes: Vec<SizeRow>,
     pub trusted_kernel_lines: usize,
     pub hot_path_checks: usize,
@@ -75,12 +79,14 @@ pub fn audit(o: &Options) -> Result<Report, String> {
     }
     let crates = budget::unsafe_budget(&o.root)?;
     let dependencies = dependencies::check(&o.root)?;
+    let expanded = expanded::check(&o.root)?;
     let kernel = budget::rust_files(&o.root.join("crates/invariants/src"));
     let hot_path_checks: usize = functions.iter().map(|r| r.checks.len()).sum();
     let passed = hot_path_checks == 0
         && cross_check_failures.is_empty()
         && crates.iter().all(CrateBudget::passed)
-        && dependencies.not_allowed.is_empty();
+        && dependencies.not_allowed.is_empty()
+        && expanded.iter().all(|e| e.findings.is_empty());
     Ok(Report {
         binary: o.binary.display().to_string(),
         functions,
@@ -88,6 +94,7 @@ pub fn audit(o: &Options) -> Result<Report, String> {
         cross_check_failures,
         crates,
         dependencies,
+        expanded,
         sizes: sizes::size_table(&o.root, &o.table),
         trusted_kernel_lines: sizes::lines_of_code(&kernel),
         hot_path_checks,

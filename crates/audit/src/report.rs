@@ -78,6 +78,13 @@ pub fn print_text(r: &Report) -> Result<(), String> {
     for d in &r.dependencies.not_allowed {
         cli::outln!("      not in the allowlist (crates/audit/src/dependencies.rs): {d}")?;
     }
+    for e in &r.expanded {
+        let verdict = if e.findings.is_empty() { "no unsafe code" } else { "UNSAFE CODE" };
+        cli::outln!("Expanded code of {} (after every macro): {verdict}", e.krate)?;
+        for f in &e.findings {
+            cli::outln!("      {f}")?;
+        }
+    }
     cli::outln!("audit: {}", if r.passed { "passed" } else { "FAILED" })?;
     Ok(())
 }

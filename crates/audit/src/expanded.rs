@@ -1,0 +1,137 @@
+//! The driver's code after macro expansion: a procedural macro can emit `unsafe` that its
+//! source never spells (it may build the keyword while it runs), and the compiler accepts it
+//! under `#![forbid(unsafe_code)]` in some forms. The driver crates are expanded with nightly
+//! rustc (`-Zunpretty=expanded`) and the result parsed with `syn`: outside the two rooms, no
+//! unsafe code may appear in it but what the compiler's own derives emit.
+
+use proc_macro2::Span;
+use serde::Serialize;
+use std::path::Path;
+use std::process::Command;
+use syn::spanned::Spanned;
+use syn::visit::Visit;
+
+/// The crates (and targets) whose expanded code is checked: the driver library and the binary
+/// with the forwarding loops.
+pub const EXPANDED: &[(&str, &str)] = &[("ixgbe", "--lib"), ("safenic", "--bin=safenic")];
+
+/// Traits whose `unsafe impl` the compiler's built-in derives emit (`#[derive(Clone)]` on a
+/// `Copy` type implements `TrivialClone`).
+const DERIVED_UNSAFE_IMPLS: &[&str] = &["::core::clone::TrivialClone"];
+
+/// Unsafe code found in the expanded code of one crate.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExpandedReport {
+    pub krate: String,
+    /// What was found, with the line in the expanded text.
+    pub findings: Vec<String>,
+}
+
+/// Expands every crate of [`EXPANDED`] in the workspace at `root` and reports unsafe code.
+pub fn check(root: &Path) -> Result<Vec<ExpandedReport>, String> {
+    EXPANDED.iter().map(|(krate, target)| check_crate(root, krate, target)).collect()
+}
+
+/// Expands `krate`'s `target` (e.g. `--lib`) in the workspace at `root` and reports unsafe code.
+pub fn check_crate(root: &Path, krate: &str, target: &str) -> Result<ExpandedReport, String> {
+    let out = Command::new("cargo")
+        .args(["+nightly", "rustc", "--quiet", "-p", krate, target, "--profile", "check", "--target-dir"])
+        .arg(root.join("target/expanded"))
+        .arg("--manifest-path")
+        .arg(root.join("Cargo.toml"))
+        .args(["--", "-Zunpretty=expanded"])
+        .env_remove("RUSTFLAGS")
+        .output()
+        .map_err(|e| format!("running cargo +nightly rustc: {e} (scripts/setup installs the nightly toolchain)"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "expanding {krate}: {}",
+            String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("cargo failed")
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(ExpandedReport { krate: krate.to_string(), findings: scan_expanded(&text)? })
+}
+
+/// Unsafe code in expanded source text, except the derives' own.
+pub fn scan_expanded(text: &str) -> Result<Vec<String>, String> {
+    let file = syn::parse_file(text)
+        .map_err(|e| format!("the expanded code does not parse, line {}: {e}", e.span().start().line))?;
+    let mut v = Expanded { findings: Vec::new() };
+    v.visit_file(&file);
+    Ok(v.findings)
+}
+
+struct Expanded {
+    findings: Vec<String>,
+}
+
+impl Expanded {
+    fn found(&mut self, what: &str, span: Span) {
+        self.findings.push(format!("{what} at line {} of the expanded code", span.start().line));
+    }
+}
+
+impl<'ast> Visit<'ast> for Expanded {
+    fn visit_expr_unsafe(&mut self, e: &'ast syn::ExprUnsafe) {
+        self.found("an unsafe block", e.span());
+        syn::visit::visit_expr_unsafe(self, e);
+    }
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        if let Some(u) = i.unsafety {
+            let path = i.trait_.as_ref().map(|(_, p, _)| {
+                let lead = if p.leading_colon.is_some() { "::" } else { "" };
+                format!("{lead}{}", p.segments.iter().map(|s| s.ident.to_string()).collect::<Vec<_>>().join("::"))
+            });
+            if !path.as_deref().is_some_and(|p| DERIVED_UNSAFE_IMPLS.contains(&p)) {
+                self.found(&format!("an unsafe impl of {}", path.as_deref().unwrap_or("a type")), u.span);
+            }
+        }
+        syn::visit::visit_item_impl(self, i);
+    }
+    fn visit_signature(&mut self, s: &'ast syn::Signature) {
+        if let Some(u) = s.unsafety {
+            self.found("an unsafe fn", u.span);
+        }
+        syn::visit::visit_signature(self, s);
+    }
+    fn visit_item_trait(&mut self, t: &'ast syn::ItemTrait) {
+        if let Some(u) = t.unsafety {
+            self.found("an unsafe trait", u.span);
+        }
+        syn::visit::visit_item_trait(self, t);
+    }
+    fn visit_item_foreign_mod(&mut self, m: &'ast syn::ItemForeignMod) {
+        self.found("an extern block", m.span());
+        syn::visit::visit_item_foreign_mod(self, m);
+    }
+    fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
+        if a.path().is_ident("unsafe") {
+            self.found("an unsafe attribute", a.span());
+        }
+        syn::visit::visit_attribute(self, a);
+    }
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        let name = m.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+        if matches!(name.as_str(), "asm" | "naked_asm" | "global_asm") {
+            self.found("assembly", m.span());
+        }
+        syn::visit::visit_macro(self, m);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_macro_emitted_is_found_and_the_derives_unsafe_impls_are_not() {
+        // As rustc prints a crate whose proc macro built the keyword itself, beside a
+        // `#[derive(Clone, Copy)]`.
+        let expanded = "#![forbid(unsafe_code)]\nfn poked() { unsafe { core::ptr::write_volatile(8 as *mut u8, 1) } }\nstruct S;\nunsafe impl ::core::clone::TrivialClone for S {}\n#[allow(unused)]\nunsafe impl Send for S {}\n";
+        let found = scan_expanded(expanded).unwrap();
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].starts_with("an unsafe block at line 2"), "{found:?}");
+        assert!(found[1].starts_with("an unsafe impl of Send at line 6"), "{found:?}");
+    }
+}
