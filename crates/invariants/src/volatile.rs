@@ -83,7 +83,10 @@ impl<'a, T: DeviceValue> VolatilePtr<'a, T> {
     #[inline(always)]
     pub fn read(self) -> T {
         // SAFETY: the pointer is in bounds and aligned (type invariant) and every bit pattern is
-        // a valid `T` (`FromBytes`), whatever the device wrote.
+        // a valid `T` (`FromBytes`), whatever the device wrote. The memory is device memory
+        // (registers, where a read may have side effects, or DMA memory the device writes):
+        // the one volatile access is the I/O the code asks for, and what the device does
+        // concurrently is outside Rust's memory model, as for any MMIO.
         unsafe { self.ptr.read_volatile() }
     }
 
@@ -91,7 +94,8 @@ impl<'a, T: DeviceValue> VolatilePtr<'a, T> {
     #[inline(always)]
     pub fn write(self, value: T) {
         // SAFETY: in bounds and aligned (type invariant); the memory is writable for `'a` and
-        // never referenced by a Rust `&`/`&mut` meanwhile.
+        // never referenced by a Rust `&`/`&mut` meanwhile. As for `read`, the store is one
+        // volatile access to device memory, whose side effects (a doorbell) are the point.
         unsafe { self.ptr.write_volatile(value) }
     }
 }

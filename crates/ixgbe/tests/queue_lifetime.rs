@@ -9,7 +9,9 @@ use ixgbe::agent::{Agent, AgentMemory, ConstOutputs, Outputs};
 mod common;
 
 use ixgbe::queues::{QueueMemory, RxQueue, TxQueue};
-use ixgbe::regs::{rdbal, rxdctl, txdctl, QueueIndex, RXDCTL_ENABLE, TXDCTL_ENABLE};
+use ixgbe::regs::{
+    rdbah, rdbal, rxdctl, tdbah, tdbal, tdwbah, tdwbal, txdctl, QueueIndex, EIMC, RXDCTL_ENABLE, TXDCTL_ENABLE,
+};
 use nicsim::session::Session;
 use std::time::Duration;
 
@@ -83,4 +85,18 @@ fn queues_enabled_before_an_error_are_disabled_again() {
     settle();
     assert_eq!(enabled_queues(&sim)[0], (1, 0), "the agent's TX queue was disabled again; the RX queue stays");
     drop(rx);
+}
+
+#[test]
+fn safe_code_cannot_give_the_device_an_address() {
+    let sim = common::nicsim("register-allowlist");
+    let port = common::port(&sim, 0);
+    let d = port.device();
+    let q = QueueIndex::new(3);
+    for r in [rdbal(q), rdbah(q), tdbal(q), tdbah(q), tdwbal(q), tdwbah(q)] {
+        let e = d.write_register(r, 0x1000).expect_err("a DMA-address register is refused");
+        assert!(e.to_string().contains("holds a DMA address"), "{e}");
+        assert_eq!(d.read(r), 0, "and left alone");
+    }
+    d.write_register(EIMC, 0x7FFF_FFFF).expect("other registers may be written");
 }

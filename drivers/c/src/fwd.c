@@ -361,6 +361,18 @@ static void parse(int argc, char **argv, struct options *o)
 #endif
 }
 
+// The ports whose queues are stopped when the program exits, however it exits (`die` too).
+static struct port *opened[2];
+
+static void stop_queues_at_exit(void)
+{
+	for (int i = 0; i < 2; i++) {
+		if (opened[i] != NULL && opened[i]->device.regs != NULL) {
+			device_stop_queues(&opened[i]->device);
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	program_name = "safenic-c-" MODEL;
@@ -373,6 +385,9 @@ int main(int argc, char **argv)
 	static struct port port_a, port_b;
 	port_open(&port_a, o.sysfs, o.input);
 	port_open(&port_b, o.sysfs, o.output);
+	opened[0] = &port_a;
+	opened[1] = &port_b;
+	atexit(stop_queues_at_exit);
 	if (strcmp(port_a.function.address, port_b.function.address) == 0) {
 		die("%s is both input and output: give two different ports", o.input);
 	}
@@ -394,8 +409,6 @@ int main(int argc, char **argv)
 	uint64_t counts[2] = {0, 0};
 	struct discarded lost = run_model(&port_a.device, &port_b.device, &o, &m, counts);
 	double secs = now_seconds() - start;
-	device_stop_queues(&port_a.device);
-	device_stop_queues(&port_b.device);
 	printf("%s fwd " MODEL ": %s -> %s %llu packets, %s -> %s %llu packets, %.1f s, %.3f Mpps, %llu malformed, %llu "
 	       "dropped\n",
 	       program_name, o.input, o.output, (unsigned long long)counts[0], o.output, o.input,

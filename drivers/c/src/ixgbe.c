@@ -2,6 +2,7 @@
 // (the datasheet's, as TinyNF does it). Register offsets and bits cite the 82599 datasheet.
 #include "ixgbe.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -143,19 +144,31 @@ void port_open(struct port *p, const char *sysfs, const char *address)
 	p->device.address = p->function.address;
 }
 
+// Clears ENABLE in `control` and polls until it reads 0, for at most a second; never exits
+// (it runs while the program exits).
+static void queue_stop(const struct device *d, uint32_t control)
+{
+	reg_clear(d, control, RXDCTL_ENABLE); // the same bit as TXDCTL.ENABLE
+	uint64_t deadline = now_us() + 1000000u;
+	while (reg_read(d, control) & RXDCTL_ENABLE) {
+		if (now_us() > deadline) {
+			fprintf(stderr, "%s: a queue did not stop within 1 s\n", d->address);
+			return;
+		}
+		usleep(10);
+	}
+}
+
 void device_stop_queues(const struct device *d)
 {
-	const uint64_t second = 1000000;
 	// Disable every enabled queue and wait until the device confirms, before the memory its
 	// rings and buffers are in can go [DS 4.6.7.1.2, 4.6.8].
 	for (uint32_t q = 0; q < MAX_QUEUES; q++) {
 		if (reg_read(d, RXDCTL(q)) & RXDCTL_ENABLE) {
-			reg_clear(d, RXDCTL(q), RXDCTL_ENABLE);
-			reg_wait(d, RXDCTL(q), RXDCTL_ENABLE, 0, "RXDCTL.ENABLE to clear", second);
+			queue_stop(d, RXDCTL(q));
 		}
 		if (reg_read(d, TXDCTL(q)) & TXDCTL_ENABLE) {
-			reg_clear(d, TXDCTL(q), TXDCTL_ENABLE);
-			reg_wait(d, TXDCTL(q), TXDCTL_ENABLE, 0, "TXDCTL.ENABLE to clear", second);
+			queue_stop(d, TXDCTL(q));
 		}
 	}
 }

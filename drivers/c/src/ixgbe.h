@@ -54,8 +54,8 @@ void device_init(const struct device *d);
 void device_enable_flow_control(const struct device *d);
 void device_wait_for_link(const struct device *d, unsigned seconds);
 // RX queue 0 on a ring of `len` legacy descriptors; returns RDT.
-// Disables every enabled RX and TX queue and waits until the device confirms: call it before
-// the memory of the rings and buffers goes (at exit).
+// Disables every enabled RX and TX queue and waits until the device confirms (at most a second
+// per queue, without exiting): call it before the memory of the rings and buffers goes.
 void device_stop_queues(const struct device *d);
 volatile uint32_t *device_set_input(const struct device *d, uint64_t ring_phys, uint32_t len, uint32_t tail);
 // The first disabled TX queue; returns its TDT.
