@@ -96,6 +96,7 @@ impl Lints {
         if let Some(e) = self.entries.iter_mut().find(|e| e.offset == offset && e.rule == rule) {
             e.count += 1;
             e.value = value;
+            e.message = message;
             return;
         }
         if self.entries.len() >= MAX_DISTINCT {

@@ -413,7 +413,9 @@ pub fn spec_of(offset: u32) -> Option<RegSpec> {
         I2CCTL => spec("I2CCTL", 0x0000_000F, 0b0101, 0, "8.2.3.1.5"),
         LEDCTL => spec("LEDCTL", 0x0504_0100, 0, 0, "8.2.3.1.6"),
         EIMS => spec("EIMS", 0, 0, 1 << 31, "8.2.3.5.3"),
-        EIMC => spec("EIMC", 0, 0, 1 << 31, "8.2.3.5.4"),
+        // Write-only: drivers write all ones ("clear every cause"), bit 31 included, and a
+        // write-only register's reserved bits hold nothing to preserve.
+        EIMC => spec("EIMC", 0, 0, 0, "8.2.3.5.4"),
         // EE_PRES (8), AUTO_RD (9) and EE_SIZE (14:11) are read-only [DS 8.2.3.2.1].
         EEC => spec("EEC", 0x0000_1730, 0x0000_7B00, 0, "8.2.3.2.1"),
         FWSM => spec("FWSM", 0x0000_8040, u32::MAX, 0, "8.2.3.5.x (FWSM)"),
@@ -498,34 +500,30 @@ pub fn nonzero_reset_values() -> Vec<(u32, u32)> {
     v
 }
 
-/// A human name for an offset, for lint and fault messages.
+/// A human name for an offset, for lint and fault messages: queue registers with their queue.
 pub fn name_of(offset: u32) -> String {
     let canon = alias_of(offset).unwrap_or(offset);
-    let queue_reg = |block_base: u32, q: u32| -> Option<String> {
-        let n = match canon - block_base {
-            0x00 => "BAL",
-            0x04 => "BAH",
-            0x08 => "LEN",
-            0x10 => "H",
-            0x18 => "T",
-            0x28 => "XDCTL",
-            _ => return None,
+    if let Some((direction, q, register)) = queue_register(canon) {
+        let name = match (direction, register) {
+            (Direction::Rx, QueueRegister::BaseLow) => Some("RDBAL"),
+            (Direction::Rx, QueueRegister::BaseHigh) => Some("RDBAH"),
+            (Direction::Rx, QueueRegister::Length) => Some("RDLEN"),
+            (Direction::Rx, QueueRegister::Head) => Some("RDH"),
+            (Direction::Rx, QueueRegister::SplitReceiveControl) => Some("SRRCTL"),
+            (Direction::Rx, QueueRegister::Tail) => Some("RDT"),
+            (Direction::Rx, QueueRegister::Control) => Some("RXDCTL"),
+            (Direction::Tx, QueueRegister::BaseLow) => Some("TDBAL"),
+            (Direction::Tx, QueueRegister::BaseHigh) => Some("TDBAH"),
+            (Direction::Tx, QueueRegister::Length) => Some("TDLEN"),
+            (Direction::Tx, QueueRegister::Head) => Some("TDH"),
+            (Direction::Tx, QueueRegister::Tail) => Some("TDT"),
+            (Direction::Tx, QueueRegister::Control) => Some("TXDCTL"),
+            (Direction::Tx, QueueRegister::HeadWriteBackLow) => Some("TDWBAL"),
+            (Direction::Tx, QueueRegister::HeadWriteBackHigh) => Some("TDWBAH"),
+            _ => None,
         };
-        Some(format!("{n}({q})"))
-    };
-    if (0x01000..0x02000).contains(&canon) || (0x0D000..0x0E000).contains(&canon) {
-        let q = if canon < 0x02000 { (canon - 0x01000) / 0x40 } else { 64 + (canon - 0x0D000) / 0x40 };
-        if let Some(n) = queue_reg(rx_block(q), q) {
-            return if n.starts_with("XDCTL") { format!("R{n}") } else { format!("RD{n}") };
-        }
-    }
-    if (0x06000..0x08000).contains(&canon) {
-        let q = (canon - 0x06000) / 0x40;
-        if let Some(n) = queue_reg(tx_block(q), q) {
-            return if n.starts_with("XDCTL") { format!("T{n}") } else { format!("TD{n}") };
-        }
-        if canon - tx_block(q) == 0x38 {
-            return format!("TDWBAL({q})");
+        if let Some(n) = name {
+            return format!("{n}({q})");
         }
     }
     match spec_of(canon) {
@@ -577,7 +575,9 @@ mod tests {
         assert_eq!(name_of(rxdctl(70)), "RXDCTL(70)");
         assert_eq!(name_of(tdbal(2)), "TDBAL(2)");
         assert_eq!(name_of(FCTRL), "FCTRL");
-        assert_eq!(name_of(0x02100), "SRRCTL");
+        assert_eq!(name_of(0x02100), "SRRCTL(0)", "the 82598 alias, by its queue");
+        assert_eq!(name_of(srrctl(3)), "SRRCTL(3)");
+        assert_eq!(name_of(tdwbah(1)), "TDWBAH(1)");
     }
 
     #[test]

@@ -80,7 +80,7 @@ fn master_disable_drops_status_gio() {
 fn lint_reserved_bits_fctrl_and_ring_rules() {
     let mut r = Rig::new();
     assert!(r.lint_rules().is_empty());
-    r.wr(EIMC, 0xFFFF_FFFF); // bit 31 reserved (ixy C does this)
+    r.wr(EIMC, 0xFFFF_FFFF); // write-only: Linux, DPDK and ixy's C write all ones, rightly
     r.wr(DMATXCTL, 0x1); // clears reserved bits 2:1 (ixy does this)
     r.wr(RXCTRL, RXCTRL_RXEN);
     r.wr(FCTRL, FCTRL_UPE);
@@ -101,11 +101,30 @@ fn lint_reserved_bits_fctrl_and_ring_rules() {
     ] {
         assert!(rules.contains(&want), "missing {want} in {rules:?}");
     }
-    let reserved: Vec<_> =
-        r.port.lint.entries().iter().filter(|w| w.rule == Rule::ReservedBits).map(|w| w.register.clone()).collect();
-    assert!(reserved.contains(&"EIMC".to_string()) && reserved.contains(&"DMATXCTL".to_string()), "{reserved:?}");
+    let of = |rule: Rule| -> Vec<(String, String)> {
+        r.port
+            .lint
+            .entries()
+            .iter()
+            .filter(|w| w.rule == rule)
+            .map(|w| (w.register.clone(), w.message.clone()))
+            .collect()
+    };
+    let reserved = of(Rule::ReservedBits);
+    assert_eq!(reserved.len(), 1, "DMATXCTL, not the write-only EIMC: {reserved:?}");
+    assert_eq!(reserved[0].0, "DMATXCTL");
+    assert!(reserved[0].1.contains("written as 0x00000000, not as their reset value 0x00000004"), "{reserved:?}");
+    // Ring warnings name the register that holds the offending value.
+    assert_eq!(of(Rule::RingBaseAlignment)[0].0, "TDBAL(1)");
+    assert_eq!(of(Rule::RingLength)[0].0, "TDLEN(1)");
+    assert_eq!(of(Rule::QueueEnabledBeforeRing)[0].0, "RXDCTL(0)");
     let msg = &r.port.lint.entries().iter().find(|w| w.rule == Rule::FctrlWhileRxEnabled).unwrap().message;
     assert!(msg.contains("8.2.3.7.1"), "cites the datasheet: {msg}");
+    // A repeated warning shows its latest value and message together.
+    r.wr(tdt(1), 6000);
+    let tail = r.port.lint.entries().iter().find(|w| w.rule == Rule::TailOutsideRing).unwrap().clone();
+    assert_eq!((tail.value, tail.count), (6000, 2));
+    assert!(tail.message.contains("TDT 6000"), "{}", tail.message);
 }
 
 #[test]

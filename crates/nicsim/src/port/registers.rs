@@ -152,12 +152,15 @@ impl Port {
                     canon,
                     value,
                     Rule::ReservedBits,
-                    format!(
-                        "reserved bits {:#010x} changed from their reset value {:#010x} [DS {}: reserved bits must be written as read]",
-                        (value ^ s.reset) & s.reserved,
-                        s.reset & s.reserved,
-                        s.section
-                    ),
+                    {
+                        let differ = (value ^ s.reset) & s.reserved;
+                        format!(
+                            "reserved bits {differ:#010x} written as {:#010x}, not as their reset value {:#010x} [DS {}: reserved bits must be written as read]",
+                            value & differ,
+                            s.reset & differ,
+                            s.section
+                        )
+                    },
                 );
             }
         }
@@ -279,6 +282,7 @@ impl Port {
             Direction::Rx => (rdbal(q), rdbah(q), rdlen(q), rxdctl(q)),
             Direction::Tx => (tdbal(q), tdbah(q), tdlen(q), txdctl(q)),
         };
+        let len_reg = len;
         let (base_lo, len) = (self.reg(lo), self.reg(len));
         let base = (u64::from(self.reg(hi)) << 32) | u64::from(base_lo);
         let what = format!("{} queue {q}", direction.to_string().to_uppercase());
@@ -301,7 +305,7 @@ impl Port {
         if base % 128 != 0 {
             // The full base is used anyway: real parts accepted TinyNF's 64-byte-aligned rings.
             self.lint.warn(
-                enable_reg,
+                lo,
                 base_lo,
                 Rule::RingBaseAlignment,
                 format!("{what} ring base {base:#x} is not 128-byte aligned [DS 8.2.3.8.1 / 8.2.3.9.5]"),
@@ -309,7 +313,7 @@ impl Port {
         }
         if len % 128 != 0 || len > 0x80000 {
             self.lint.warn(
-                enable_reg,
+                len_reg,
                 len,
                 Rule::RingLength,
                 format!(
