@@ -27,7 +27,7 @@ pub struct CrateBudget {
     pub unparsed: Vec<String>,
     /// Whether every crate root (`src/lib.rs`, `src/main.rs`, `src/bin/*.rs`) forbids unsafe
     /// code; required outside the rooms.
-    pub forbids_unsafe: bool,
+    pub forbids_unsafe_code: bool,
     pub allowed: bool,
 }
 
@@ -36,7 +36,7 @@ impl CrateBudget {
         self.undocumented.is_empty()
             && self.not_allowed.is_empty()
             && self.unparsed.is_empty()
-            && (self.allowed || self.forbids_unsafe)
+            && (self.allowed || self.forbids_unsafe_code)
     }
 }
 
@@ -64,7 +64,7 @@ fn crate_budget(root: &Path, name: &str) -> Result<CrateBudget, String> {
         undocumented: Vec::new(),
         not_allowed: Vec::new(),
         unparsed: Vec::new(),
-        forbids_unsafe: true,
+        forbids_unsafe_code: true,
         allowed,
     };
     for file in rust_files(&dir) {
@@ -90,8 +90,8 @@ fn crate_budget(root: &Path, name: &str) -> Result<CrateBudget, String> {
                 b.not_allowed.push(format!("{rel}:{} {}", s.line, s.kind.describe()));
             }
         }
-        if is_crate_root(&dir, &file) && !forbids_unsafe(&text) {
-            b.forbids_unsafe = false;
+        if is_crate_root(&dir, &file) && !forbids_unsafe_code(&text) {
+            b.forbids_unsafe_code = false;
         }
     }
     Ok(b)
@@ -104,7 +104,7 @@ fn is_crate_root(dir: &Path, file: &Path) -> bool {
 }
 
 /// Whether the file has `#![forbid(unsafe_code)]` among its inner attributes.
-fn forbids_unsafe(text: &str) -> bool {
+fn forbids_unsafe_code(text: &str) -> bool {
     let Ok(file) = syn::parse_file(text) else { return false };
     file.attrs.iter().any(|a| {
         a.path().is_ident("forbid")

@@ -4,6 +4,7 @@
 //! rustc (`-Zunpretty=expanded`) and the result parsed with `syn`: outside the two rooms, no
 //! unsafe code may appear in it but what the compiler's own derives emit.
 
+use crate::unsafe_code::{UnsafeKind, KEYWORD};
 use proc_macro2::Span;
 use serde::Serialize;
 use std::path::Path;
@@ -15,8 +16,8 @@ use syn::visit::Visit;
 /// with the forwarding loops.
 pub const EXPANDED: &[(&str, &str)] = &[("ixgbe", "--lib"), ("safenic", "--bin=safenic")];
 
-/// Traits whose `unsafe impl` the compiler's built-in derives emit (`#[derive(Clone)]` on a
-/// `Copy` type implements `TrivialClone`).
+/// Traits the compiler's built-in derives implement unsafely (`#[derive(Clone)]` on a `Copy`
+/// type implements `TrivialClone`).
 const DERIVED_UNSAFE_IMPLS: &[&str] = &["::core::clone::TrivialClone"];
 
 /// Unsafe code found in the expanded code of one crate.
@@ -73,9 +74,11 @@ impl Expanded {
 }
 
 impl<'ast> Visit<'ast> for Expanded {
-    fn visit_expr_unsafe(&mut self, e: &'ast syn::ExprUnsafe) {
-        self.found("an unsafe block", e.span());
-        syn::visit::visit_expr_unsafe(self, e);
+    fn visit_expr(&mut self, e: &'ast syn::Expr) {
+        if let syn::Expr::Unsafe(block) = e {
+            self.found(&format!("an {}", UnsafeKind::Block.describe()), block.span());
+        }
+        syn::visit::visit_expr(self, e);
     }
     fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
         if let Some(u) = i.unsafety {
@@ -84,20 +87,21 @@ impl<'ast> Visit<'ast> for Expanded {
                 format!("{lead}{}", p.segments.iter().map(|s| s.ident.to_string()).collect::<Vec<_>>().join("::"))
             });
             if !path.as_deref().is_some_and(|p| DERIVED_UNSAFE_IMPLS.contains(&p)) {
-                self.found(&format!("an unsafe impl of {}", path.as_deref().unwrap_or("a type")), u.span);
+                let of = path.as_deref().unwrap_or("a type");
+                self.found(&format!("an {} of {of}", UnsafeKind::Impl.describe()), u.span);
             }
         }
         syn::visit::visit_item_impl(self, i);
     }
     fn visit_signature(&mut self, s: &'ast syn::Signature) {
         if let Some(u) = s.unsafety {
-            self.found("an unsafe fn", u.span);
+            self.found(&format!("an {}", UnsafeKind::Function.describe()), u.span);
         }
         syn::visit::visit_signature(self, s);
     }
     fn visit_item_trait(&mut self, t: &'ast syn::ItemTrait) {
         if let Some(u) = t.unsafety {
-            self.found("an unsafe trait", u.span);
+            self.found(&format!("an {}", UnsafeKind::Trait.describe()), u.span);
         }
         syn::visit::visit_item_trait(self, t);
     }
@@ -106,8 +110,8 @@ impl<'ast> Visit<'ast> for Expanded {
         syn::visit::visit_item_foreign_mod(self, m);
     }
     fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
-        if a.path().is_ident("unsafe") {
-            self.found("an unsafe attribute", a.span());
+        if a.path().is_ident(KEYWORD) {
+            self.found(&format!("an {}", UnsafeKind::Attribute.describe()), a.span());
         }
         syn::visit::visit_attribute(self, a);
     }
@@ -128,10 +132,11 @@ mod tests {
     fn what_a_macro_emitted_is_found_and_the_derives_unsafe_impls_are_not() {
         // As rustc prints a crate whose proc macro built the keyword itself, beside a
         // `#[derive(Clone, Copy)]`.
-        let expanded = "#![forbid(unsafe_code)]\nfn poked() { unsafe { core::ptr::write_volatile(8 as *mut u8, 1) } }\nstruct S;\nunsafe impl ::core::clone::TrivialClone for S {}\n#[allow(unused)]\nunsafe impl Send for S {}\n";
-        let found = scan_expanded(expanded).unwrap();
+        let expanded = "#![forbid(unsafe_code)]\nfn poked() { UNSAFE { core::ptr::write_volatile(8 as *mut u8, 1) } }\nstruct S;\nUNSAFE impl ::core::clone::TrivialClone for S {}\n#[allow(unused)]\nUNSAFE impl Send for S {}\n"
+            .replace("UNSAFE", KEYWORD);
+        let found = scan_expanded(&expanded).unwrap();
         assert_eq!(found.len(), 2, "{found:?}");
-        assert!(found[0].starts_with("an unsafe block at line 2"), "{found:?}");
-        assert!(found[1].starts_with("an unsafe impl of Send at line 6"), "{found:?}");
+        assert!(found[0].starts_with(&format!("an {KEYWORD} block at line 2")), "{found:?}");
+        assert!(found[1].starts_with(&format!("an {KEYWORD} impl of Send at line 6")), "{found:?}");
     }
 }

@@ -28,7 +28,7 @@ use budget::CrateBudget;
 use hot_paths::FunctionReport;
 use serde::Serialize;
 use sizes::{SizeRow, TableDriver};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Everything the audit reports.
 #[derive(Debug, Clone, Serialize)]
@@ -100,9 +100,4 @@ pub fn audit(o: &Options) -> Result<Report, String> {
         hot_path_checks,
         passed,
     })
-}
-
-/// The repository a binary was built in, if it sits in its `target/<profile>/`.
-pub fn repository_of(binary: &Path) -> Option<PathBuf> {
-    manifest::repository_of(binary)
 }

@@ -33,8 +33,8 @@ fn run(args: Cli) -> Result<(), String> {
     }
     let root = args
         .root
-        .or_else(|| audit::repository_of(&binary))
-        .or_else(|| std::env::current_exe().ok().and_then(|e| audit::repository_of(&e)))
+        .or_else(|| manifest::repository_of(&binary))
+        .or_else(|| std::env::current_exe().ok().and_then(|e| manifest::repository_of(&e)))
         .unwrap_or_else(|| PathBuf::from("."));
     let table = audit::sizes::table_of(&manifest::Manifest::load(&root)?);
     let report = audit::audit(&audit::Options { binary, root, table })?;

@@ -3,6 +3,7 @@
 use crate::budget::UNSAFE_ROOMS;
 use crate::registry::REGISTRY;
 use crate::sizes::MODES;
+use crate::unsafe_code::UnsafeKind;
 use crate::Report;
 
 pub fn print_text(r: &Report) -> Result<(), String> {
@@ -44,7 +45,7 @@ pub fn print_text(r: &Report) -> Result<(), String> {
         let others: Vec<String> = c
             .sites
             .iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "unsafe block" | "unsafe impl"))
+            .filter(|(k, _)| ![UnsafeKind::Block.describe(), UnsafeKind::Impl.describe()].contains(&k.as_str()))
             .map(|(k, n)| format!("{n} {k}"))
             .collect();
         let others = if others.is_empty() { String::new() } else { format!(" ({})", others.join(", ")) };
@@ -64,7 +65,7 @@ pub fn print_text(r: &Report) -> Result<(), String> {
         for u in &c.unparsed {
             cli::outln!("      cannot parse, so cannot count its unsafe code: {u}")?;
         }
-        if !c.allowed && !c.forbids_unsafe {
+        if !c.allowed && !c.forbids_unsafe_code {
             cli::outln!("      a crate root lacks #![forbid(unsafe_code)]")?;
         }
     }
