@@ -48,7 +48,7 @@ impl<'a> BufferPool<'a> {
         for i in 0..count {
             let at = offset + i * BUFFER_SIZE;
             let data = m.ptr::<PacketData>(at).ok_or(DriverError::Invalid("pool outside its block".into()))?;
-            let phys = block.device_range(at, BUFFER_SIZE, &format!("packet buffer {i}"))?.get();
+            let phys = block.device_range(at, BUFFER_SIZE, "a packet buffer")?.get();
             free.push(Buffer { data, phys, length: PacketLength::ZERO });
         }
         Ok(BufferPool { free, total: count })

@@ -81,20 +81,25 @@ impl DriverEntry {
     /// Its command's words, `{safenic}` replaced by `safenic` and a relative program path
     /// made absolute against the repository `root`; `{mode}` is left for the caller.
     pub fn command_words(&self, root: &Path, safenic: &Path) -> Vec<String> {
-        let mut words: Vec<String> =
-            self.command.split_whitespace().map(|w| w.replace("{safenic}", &safenic.display().to_string())).collect();
-        if let Some(program) = words.first_mut() {
-            if program.contains('/') && !program.starts_with('/') {
-                *program = root.join(&*program).display().to_string();
-            }
-        }
-        words
+        command_words(&self.command, root, safenic)
     }
 
     /// The name as a Rust identifier (for test modules): `c-clang` → `c_clang`.
     pub fn ident(&self) -> String {
         self.name.replace('-', "_")
     }
+}
+
+/// The words of a driver `command` as [`DriverEntry::command_words`] gives them.
+pub fn command_words(command: &str, root: &Path, safenic: &Path) -> Vec<String> {
+    let mut words: Vec<String> =
+        command.split_whitespace().map(|w| w.replace("{safenic}", &safenic.display().to_string())).collect();
+    if let Some(program) = words.first_mut() {
+        if program.contains('/') && !program.starts_with('/') {
+            *program = root.join(&*program).display().to_string();
+        }
+    }
+    words
 }
 
 /// The conformance suite's test modules for `manifest`: one `conformance!` entry per driver

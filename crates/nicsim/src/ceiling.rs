@@ -37,7 +37,8 @@ pub struct Ceiling {
     pub engine_iterations_since_start: u64,
 }
 
-fn mpps(n: u64, secs: f64) -> f64 {
+/// `n` frames over `secs` seconds, in millions per second.
+pub fn mpps(n: u64, secs: f64) -> f64 {
     n as f64 / secs / 1e6
 }
 

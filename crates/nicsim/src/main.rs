@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
+use nicsim::ceiling::mpps;
 use nicsim::control::{PortStats, Stats};
 use nicsim::server::{self, ServeOptions, Server};
 use nicsim::session::Session;
@@ -382,10 +383,6 @@ fn exec(root: &Path, command: &[String]) -> Result<(), String> {
     }
     let err = std::process::Command::new(&command[0]).args(&command[1..]).exec();
     Err(format!("cannot run {}: {err}", command[0]))
-}
-
-fn mpps(n: u64, secs: f64) -> f64 {
-    n as f64 / secs / 1e6
 }
 
 fn print_totals(s: &Stats) -> Result<(), String> {

@@ -38,19 +38,17 @@ pub struct Driver {
 impl Driver {
     pub fn words(&self, mode: &str) -> Vec<String> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let words: Vec<String> =
-            self.command.split_whitespace().map(|w| w.replace("{mode}", mode).replace("{safenic}", SAFENIC)).collect();
-        let program = if words[0].contains('/') && !words[0].starts_with('/') {
-            root.join(&words[0]).display().to_string()
-        } else {
-            words[0].clone()
-        };
+        let words: Vec<String> = manifest::command_words(self.command, &root, Path::new(SAFENIC))
+            .into_iter()
+            .map(|w| w.replace("{mode}", mode))
+            .collect();
         assert!(
-            Path::new(&program).exists(),
-            "{}: {program} is missing: build it first (`make -C drivers/c` for the C drivers; make test does)",
-            self.name
+            Path::new(&words[0]).exists(),
+            "{}: {} is missing: build it first (`safenic-drivers build`; make test does)",
+            self.name,
+            words[0]
         );
-        std::iter::once(program).chain(words[1..].iter().cloned()).collect()
+        words
     }
 }
 
