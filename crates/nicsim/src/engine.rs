@@ -100,8 +100,17 @@ impl<D: DmaSpace> Engine<D> {
         self.iterations += 1;
         self.clock_ps = now_ps;
         let Engine { ports, wires, dma, batch, .. } = self;
+        let mut rescanned = false;
         for p in ports.iter_mut() {
-            p.poll_doorbells();
+            rescanned |= p.poll_doorbells();
+        }
+        if rescanned {
+            // A driver that forwards between ports sets up the output's TX queue before the
+            // input's RX queue (TinyNF does): it must be running before the first frame is
+            // received, as on the card, not up to a slow-path period later.
+            for p in ports.iter_mut() {
+                p.scan_all();
+            }
         }
         for i in 0..ports.len() {
             let captured = wires[i].pcap.as_ref().is_some_and(|p| p.direction != Captured::Rx);

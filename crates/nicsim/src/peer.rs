@@ -345,8 +345,22 @@ const FLUSH_PERIOD: u32 = 8;
 const IDLE_POLLS_BEFORE_RECYCLE: u32 = 64;
 const RECYCLE_PERIOD: u32 = 64;
 
+/// How a [`TinyAgent`] lays out its ring and gives transmitted slots back to the receive side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TinyStyle {
+    /// Ring base 128-byte aligned; RDT = written-back head − 1 at RS points and after idle
+    /// polls, which also copes with a device that writes back a late head.
+    Guarded,
+    /// What a driver written from the datasheet alone may do: a ring base only 64-byte
+    /// aligned, RDT = the written-back head, read only at RS points. It stalls unless the
+    /// head written back is the index after the RS descriptor [DS 7.2.3.5.2] and every tail
+    /// write is seen before the driver laps the ring.
+    Strict,
+}
+
 /// A TinyNF-style agent: the input's RX queue 0 and a TX queue of the output share one ring.
 pub struct TinyAgent {
+    style: TinyStyle,
     pub mem: DmaMemory,
     ring: usize,
     bufs: usize,
@@ -363,10 +377,16 @@ impl TinyAgent {
     /// Sets up the shared ring: TX queue on `output` (the first disabled one), RX queue 0 on
     /// `input` [DS 4.6.7, 4.6.8]. Both devices must be through [`Device::init_tinynf`].
     pub fn new(input: &Device, output: &Device) -> Result<TinyAgent, String> {
+        Self::with_style(input, output, TinyStyle::Guarded)
+    }
+
+    /// [`Self::new`] in the given style.
+    pub fn with_style(input: &Device, output: &Device, style: TinyStyle) -> Result<TinyAgent, String> {
         let ring_bytes = TINY_RING as usize * 16;
-        let mem = DmaMemory::allocate(ring_bytes + 64 + TINY_RING as usize * BUF, DmaBacking::AnonymousHugetlb)
+        let mem = DmaMemory::allocate(ring_bytes + 128 + TINY_RING as usize * BUF, DmaBacking::AnonymousHugetlb)
             .map_err(|e| e.to_string())?;
-        let (ring, head, bufs) = (0, ring_bytes, ring_bytes + 64);
+        let ring = if style == TinyStyle::Strict { 64 } else { 0 };
+        let (head, bufs) = (ring + ring_bytes, ring + ring_bytes + 64);
         let m = mem.region();
         for i in 0..TINY_RING as usize {
             m.write_u64(ring + i * 16, mem.phys(bufs + i * BUF)); // written once, never again
@@ -403,7 +423,7 @@ impl TinyAgent {
             input.set(CTRL_EXT, 1 << 16);
         }
         input.clear(dca_rxctrl(0), 1 << 12);
-        Ok(TinyAgent { mem, ring, bufs, head, processed: 0, output_queue: q, rdt: TINY_RING - 1, idle_polls: 0 })
+        Ok(TinyAgent { style, mem, ring, bufs, head, processed: 0, output_queue: q, rdt: TINY_RING - 1, idle_polls: 0 })
     }
 
     /// The TX head last written back by the device.
@@ -412,10 +432,11 @@ impl TinyAgent {
     }
 
     /// Gives the receive side the slots the device has sent: RDT = the TX head written back
-    /// at `head` in `m`, minus one so that RDT never equals RDH [DS 7.1.9], written only when
-    /// it changes (`last` is the last value written).
-    fn recycle(m: &MappedRegion, head: usize, last: &mut u32, input: &Device) {
-        let tail = (m.read_u32(head) % TINY_RING + TINY_RING - 1) % TINY_RING;
+    /// at `head` in `m` (guarded: minus one, so that RDT never equals RDH [DS 7.1.9]), written
+    /// only when it changes (`last` is the last value written).
+    fn recycle(m: &MappedRegion, head: usize, last: &mut u32, input: &Device, style: TinyStyle) {
+        let behind = if style == TinyStyle::Strict { 0 } else { 1 };
+        let tail = (m.read_u32(head) % TINY_RING + TINY_RING - behind) % TINY_RING;
         if tail != *last {
             input.write(rdt(0), tail);
             *last = tail;
@@ -438,7 +459,7 @@ impl TinyAgent {
             let d = self.ring + self.processed as usize * 16;
             let meta = m.read_u64(d + 8);
             if meta & (1 << 32) == 0 {
-                if n == 0 {
+                if n == 0 && self.style == TinyStyle::Guarded {
                     // Idle: the receive side may be waiting for slots the device sent after
                     // the last RS point. Recycling only at RS points would never give them
                     // back once the transmit head lagged by more than a recycle period, and
@@ -448,7 +469,7 @@ impl TinyAgent {
                     self.idle_polls += 1;
                     if self.idle_polls >= IDLE_POLLS_BEFORE_RECYCLE {
                         self.idle_polls = 0;
-                        Self::recycle(m, self.head, &mut self.rdt, input);
+                        Self::recycle(m, self.head, &mut self.rdt, input, self.style);
                     }
                 }
                 break;
@@ -464,7 +485,7 @@ impl TinyAgent {
             // len | EOP | IFCS (| RS); DD (bit 32) cleared, which also clears the RX DD.
             m.write_u64(d + 8, out as u64 | (1 << 24) | (1 << 25) | rs);
             if rs != 0 {
-                Self::recycle(m, self.head, &mut self.rdt, input);
+                Self::recycle(m, self.head, &mut self.rdt, input, self.style);
             }
             self.processed = (self.processed + 1) % TINY_RING;
             n += 1;

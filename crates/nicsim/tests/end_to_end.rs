@@ -2,83 +2,16 @@
 //! addresses, /proc discovery, mount namespaces. Needs root and hugepages (`make test` runs
 //! scripts/setup first); run one test at a time (each keeps cores busy).
 
-use nicsim::control::Stats;
+mod common;
+
+use common::serve::{Nicsim, A, B, BIN};
 use nicsim::peer::{rewrite_macs, Device, IxyQueue, TinyAgent};
 use nicsim::regs::*;
-use nicsim::session::Session;
 use nicsim::wire::{parse_payload, read_pcap, Captured, TrafficSpec};
-use platform::fs::ScratchDir;
 use platform::DmaBacking;
-use platform::Reaped;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_nicsim");
-const A: &str = "0000:5e:00.0";
-const B: &str = "0000:5e:00.1";
-
-/// `nicsim serve` as a child process in its own scratch directory: both go when it is dropped.
-struct Nicsim {
-    session: Session,
-    child: Reaped,
-    root: PathBuf,
-    scratch: ScratchDir,
-}
-
-impl std::ops::Deref for Nicsim {
-    type Target = Session;
-    fn deref(&self) -> &Session {
-        &self.session
-    }
-}
-
-impl Nicsim {
-    fn start(name: &str, extra: &[&str]) -> Nicsim {
-        let scratch = ScratchDir::new("nicsim-test", name).expect("a scratch directory under /dev/shm");
-        let root = scratch.path().join("root");
-        let child = Reaped::spawn(
-            Command::new(BIN)
-                .args(["--root", root.to_str().unwrap(), "serve", "--ports", "2"])
-                .args(extra)
-                .stdout(std::process::Stdio::null()),
-        )
-        .expect("spawning nicsim serve");
-        let session = Session::connect(&root);
-        session.wait_answering(Duration::from_secs(10)).expect("nicsim serve did not come up");
-        Nicsim { session, child, root, scratch }
-    }
-    fn devices(&self) -> PathBuf {
-        self.root.join("devices")
-    }
-    fn stats(&self) -> Stats {
-        self.session.stats().unwrap()
-    }
-    fn open(&self, addr: &str) -> Device {
-        Device::open(&self.devices(), addr).unwrap()
-    }
-    /// A file beside the root, removed with it.
-    fn scratch_file(&self, name: &str) -> PathBuf {
-        self.scratch.path().join(name)
-    }
-}
-
-impl Drop for Nicsim {
-    fn drop(&mut self) {
-        let _ = self.session.shutdown();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                if !std::thread::panicking() {
-                    assert!(!self.root.exists(), "serve removes everything it created");
-                }
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        // Not stopped in time: the Reaped child is killed when it is dropped.
-    }
-}
 
 fn test_frame(len: usize, seq: u32) -> Vec<u8> {
     let mut f: Vec<u8> = (0..len).map(|i| (i as u32).wrapping_mul(31).wrapping_add(seq) as u8).collect();

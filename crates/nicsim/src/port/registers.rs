@@ -95,9 +95,11 @@ impl Port {
         }
     }
 
-    /// Reads the doorbells of enabled queues (called every engine iteration).
+    /// Reads the doorbells of enabled queues (called every engine iteration); `true` if the
+    /// default RX queue was just enabled and the whole register file applied.
     #[inline]
-    pub fn poll_doorbells(&mut self) {
+    pub fn poll_doorbells(&mut self) -> bool {
+        let mut rescanned = false;
         let default = DEFAULT_RX_QUEUE;
         if !self.rx[default as usize].enabled {
             // A driver that sets RXDCTL.ENABLE and polls for it reads its own store back at
@@ -110,6 +112,7 @@ impl Port {
             if self.bar.read_u32(rxdctl(default) as usize) != self.reg(rxdctl(default)) {
                 self.sweep = 0;
                 self.scan_all();
+                rescanned = true;
             }
         }
         for k in 0..self.active_rx.len() {
@@ -118,11 +121,22 @@ impl Port {
                 self.set_rx_tail(q, t);
             }
         }
+        self.poll_tx_doorbells();
+        rescanned
+    }
+
+    /// Reads the TDT of every enabled TX queue.
+    fn poll_tx_doorbells(&mut self) {
         for k in 0..self.active_tx.len() {
-            let q = self.active_tx[k];
-            if let Some(t) = self.doorbell(tdt(q)) {
-                self.set_tx_tail(q, t);
-            }
+            self.poll_tx_doorbell(self.active_tx[k]);
+        }
+    }
+
+    /// Reads the TDT of queue `q`.
+    #[inline(always)]
+    pub(super) fn poll_tx_doorbell(&mut self, q: u32) {
+        if let Some(t) = self.doorbell(tdt(q)) {
+            self.set_tx_tail(q, t);
         }
     }
 

@@ -49,6 +49,8 @@ impl Port {
     /// Processes queue `qi` from its head towards its tail, as far as the wire, the output and
     /// [`TX_DESCRIPTORS_PER_CALL`] allow, then publishes TDH and writes the head back.
     fn transmit_queue(&mut self, dma: &mut impl DmaSpace, qi: u32, now_ps: u64, out: &mut impl TxOutput) {
+        // The card sees a tail write within about a microsecond: look again just before use.
+        self.poll_tx_doorbell(qi);
         let mut q = std::mem::take(&mut self.tx[qi as usize]);
         if !q.enabled || q.faulted || q.size == 0 {
             self.tx[qi as usize] = q;
@@ -57,7 +59,9 @@ impl Port {
         let start_head = q.head;
         let ring = Ring::resolve(dma, q.base, q.size);
         q.ring_seen |= ring.is_some();
-        let mut write_head_back = false;
+        // In head write-back mode, the head after the last RS descriptor processed: what the
+        // card writes back on completing that descriptor [DS 7.2.3.5.2].
+        let mut write_head_back = None;
         let mut processed = 0;
         while q.head != q.tail && processed < TX_DESCRIPTORS_PER_CALL && out.room() > 0 {
             if q.frame.is_empty() && !self.tx_wire.ready(now_ps) {
@@ -81,11 +85,11 @@ impl Port {
         if q.head != start_head {
             self.set_reg(tdh(qi), q.head);
         }
-        if write_head_back {
+        if let Some(value) = write_head_back {
             let addr = q.head_wb.unwrap_or(0);
             fence(Ordering::Release);
-            if !dma::write_u32(dma, addr, q.head) {
-                self.fault(Direction::Tx, qi, q.head, addr, Access::HeadWriteBack);
+            if !dma::write_u32(dma, addr, value) {
+                self.fault(Direction::Tx, qi, value, addr, Access::HeadWriteBack);
                 q.faulted = true;
             }
         }
@@ -106,7 +110,7 @@ impl Port {
         ring: Ring,
         now_ps: u64,
         out: &mut impl TxOutput,
-        write_head_back: &mut bool,
+        write_head_back: &mut Option<u32>,
         processed: usize,
     ) -> usize {
         let cfg = self.paths;
@@ -121,8 +125,6 @@ impl Port {
         // [DS 7.2.3.2.2, IFCS]; TXPADEN pads to 64 bytes with FCS [DS 8.2.3.22.8].
         let fcs_with_ifcs = if cfg.tx_crc { 0 } else { FCS_LEN };
         let pad_to = if cfg.tx_pad { MIN_FRAME } else { 0 };
-        // The command bytes of the frames sent, for RS in head write-back mode.
-        let mut commands = 0u8;
         let mut wire = self.tx_wire.run(now_ps);
         // The descriptors this call may process, fetched in one burst.
         let owned = owned_between(head, tail, size) as usize;
@@ -164,18 +166,21 @@ impl Port {
             let (b, m) = group_kind(dst);
             broadcast += b;
             multicast += m;
-            commands |= cmd;
-            // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2].
-            if !head_wb && (cmd & TX_RS != 0 || always_write_back) {
-                // DD in the status byte, the rest of the upper dword kept [DS 7.2.3.2.2].
-                ring.write_dword3(dma, head, (qword1 >> 32) as u32 | 1);
-            }
+            let done = head;
             head = if head + 1 == size { 0 } else { head + 1 };
+            // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2].
+            if head_wb {
+                if cmd & TX_RS != 0 {
+                    *write_head_back = Some(head);
+                }
+            } else if cmd & TX_RS != 0 || always_write_back {
+                // DD in the status byte, the rest of the upper dword kept [DS 7.2.3.2.2].
+                ring.write_dword3(dma, done, (qword1 >> 32) as u32 | 1);
+            }
             n += 1;
         }
         self.tx_fetched = all_fetched;
         self.tx_wire.end_run(wire);
-        *write_head_back |= head_wb && commands & TX_RS != 0;
         q.head = head;
         self.count_transmitted(q.stat, packets, bytes, broadcast, multicast);
         n
@@ -206,7 +211,7 @@ impl Port {
         ring: Option<Ring>,
         now_ps: u64,
         out: &mut impl TxOutput,
-        write_head_back: &mut bool,
+        write_head_back: &mut Option<u32>,
     ) -> bool {
         let desc = descriptor_address(q.base, q.head);
         let (addr, qword1) = match ring {
@@ -268,9 +273,12 @@ impl Port {
                 self.emit(q, cmd & TX_IFCS != 0, now_ps, out);
             }
         }
+        let next = if q.head + 1 == q.size { 0 } else { q.head + 1 };
         if q.head_wb.is_some() {
             // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2].
-            *write_head_back |= cmd & TX_RS != 0;
+            if cmd & TX_RS != 0 {
+                *write_head_back = Some(next);
+            }
         } else if cmd & TX_RS != 0 || q.wthresh > 0 {
             // DD in the status byte, the rest of the upper dword kept [DS 7.2.3.2.2].
             let status = (qword1 >> 32) as u32 | 1;
@@ -284,7 +292,7 @@ impl Port {
                 }
             }
         }
-        q.head = if q.head + 1 == q.size { 0 } else { q.head + 1 };
+        q.head = next;
         true
     }
 

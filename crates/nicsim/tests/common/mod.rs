@@ -19,3 +19,4 @@ pub fn twice(len: usize, name: &str) -> (MappedRegion, MappedRegion) {
     (a, b)
 }
 pub mod rig;
+pub mod serve;
