@@ -366,6 +366,12 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
     }
 }
 
+/// Where ixy and its ports expect a hugetlbfs mount.
+const IXY_HUGETLBFS: &str = "/mnt/huge";
+/// The first line `nicsim exec` prints: the one difference a driver's own output can hide.
+const EXEC_BANNER: &str = "nicsim exec: statistics registers count totals since reset and do not clear on read as on \
+the card: a driver that adds up successive reads shows k times the rate in second k (docs/nicsim.md, counters)";
+
 fn exec(root: &Path, command: &[String]) -> Result<(), String> {
     use std::os::unix::process::CommandExt;
     let devices = root.join("devices");
@@ -381,6 +387,13 @@ fn exec(root: &Path, command: &[String]) -> Result<(), String> {
     if drivers.is_dir() {
         platform::ns::bind_mount(&drivers, Path::new("/sys/bus/pci/drivers")).map_err(|e| e.to_string())?;
     }
+    // ixy and its ports take their DMA memory from /mnt/huge.
+    let huge = Path::new(IXY_HUGETLBFS);
+    if !platform::fs::hugetlbfs_mounts().iter().any(|m| m == huge) {
+        std::fs::create_dir_all(huge).map_err(|e| format!("cannot create {}: {e}", huge.display()))?;
+        platform::ns::mount_hugetlbfs(huge).map_err(|e| e.to_string())?;
+    }
+    eprintln!("{EXEC_BANNER}");
     let err = std::process::Command::new(&command[0]).args(&command[1..]).exec();
     Err(format!("cannot run {}: {err}", command[0]))
 }

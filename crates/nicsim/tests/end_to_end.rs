@@ -215,6 +215,18 @@ fn exec_shows_exactly_the_fake_functions() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("{A}\n{B}\n"));
+    let first = String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or_default().to_string();
+    assert!(first.contains("do not clear on read"), "the first line states the counter difference: {first}");
+    // The hugetlbfs mount ixy and its ports expect, in the namespace only.
+    let mounted =
+        |mounts: &str| mounts.lines().any(|l| l.split(' ').nth(1) == Some("/mnt/huge") && l.contains("hugetlbfs"));
+    let outside = mounted(&std::fs::read_to_string("/proc/mounts").unwrap());
+    let out = Command::new(BIN)
+        .args(["--root", sim.root.to_str().unwrap(), "exec", "--", "cat", "/proc/self/mounts"])
+        .output()
+        .unwrap();
+    assert!(mounted(&String::from_utf8_lossy(&out.stdout)), "nicsim exec mounts hugetlbfs at /mnt/huge");
+    assert_eq!(mounted(&std::fs::read_to_string("/proc/mounts").unwrap()), outside, "and only inside");
     let out = Command::new(BIN)
         .args(["--root", sim.root.to_str().unwrap(), "exec", "--", "sh", "-c"])
         .arg(format!("cat /sys/bus/pci/devices/{A}/vendor /sys/bus/pci/devices/{A}/device; echo {A} > /sys/bus/pci/devices/{A}/driver/unbind"))

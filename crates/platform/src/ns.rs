@@ -31,3 +31,10 @@ pub fn bind_mount(src: &Path, dst: &Path) -> Result<(), PlatformError> {
         errno_error("bind-mounting", format!("bind-mounting {} on {}", src.display(), dst.display()), e.into())
     })
 }
+
+/// Mounts a hugetlbfs of 2 MiB pages on `dst` (which must exist): in a private mount
+/// namespace, seen only by this process and its children.
+pub fn mount_hugetlbfs(dst: &Path) -> Result<(), PlatformError> {
+    rustix::mount::mount("nodev", dst, "hugetlbfs", rustix::mount::MountFlags::empty(), Some(c"pagesize=2M"))
+        .map_err(|e| errno_error("mounting hugetlbfs", format!("mount -t hugetlbfs nodev {}", dst.display()), e.into()))
+}
