@@ -121,23 +121,13 @@ impl Port {
                 self.set_rx_tail(q, t);
             }
         }
-        self.poll_tx_doorbells();
-        rescanned
-    }
-
-    /// Reads the TDT of every enabled TX queue.
-    fn poll_tx_doorbells(&mut self) {
         for k in 0..self.active_tx.len() {
-            self.poll_tx_doorbell(self.active_tx[k]);
+            let q = self.active_tx[k];
+            if let Some(t) = self.doorbell(tdt(q)) {
+                self.set_tx_tail(q, t);
+            }
         }
-    }
-
-    /// Reads the TDT of queue `q`.
-    #[inline(always)]
-    pub(super) fn poll_tx_doorbell(&mut self, q: u32) {
-        if let Some(t) = self.doorbell(tdt(q)) {
-            self.set_tx_tail(q, t);
-        }
+        rescanned
     }
 
     /// The tail register at `offset` if the driver changed it since the last look.

@@ -49,8 +49,6 @@ impl Port {
     /// Processes queue `qi` from its head towards its tail, as far as the wire, the output and
     /// [`TX_DESCRIPTORS_PER_CALL`] allow, then publishes TDH and writes the head back.
     fn transmit_queue(&mut self, dma: &mut impl DmaSpace, qi: u32, now_ps: u64, out: &mut impl TxOutput) {
-        // The card sees a tail write within about a microsecond: look again just before use.
-        self.poll_tx_doorbell(qi);
         let mut q = std::mem::take(&mut self.tx[qi as usize]);
         if !q.enabled || q.faulted || q.size == 0 {
             self.tx[qi as usize] = q;
