@@ -98,8 +98,14 @@ impl Reaped {
     /// Asks it to stop (SIGTERM) and waits up to `timeout`; kills it if it has not exited by
     /// then. Returns its status with the output of its piped streams (a killed child's status
     /// says so).
-    pub fn terminate(mut self, timeout: Duration) -> io::Result<Output> {
+    pub fn terminate(self, timeout: Duration) -> io::Result<Output> {
         let _ = self.signal(Signal::Terminate);
+        self.wait_for_exit(timeout)
+    }
+
+    /// Waits up to `timeout` for it to exit by itself and kills it if it has not by then.
+    /// Returns what [`Self::terminate`] returns.
+    pub fn wait_for_exit(mut self, timeout: Duration) -> io::Result<Output> {
         let mut child = self.child.take().expect("a Reaped holds its child until it is consumed");
         let deadline = Instant::now() + timeout;
         let status = loop {

@@ -8,6 +8,7 @@ mod common;
 
 use common::{Sim, A, B, RATE_PPS, RUST};
 use nicsim::wire::TrafficSpec;
+use std::time::Duration;
 
 #[test]
 fn restricted_three_outputs_forwards_a_million_each_way() {
@@ -42,4 +43,26 @@ fn output_count_errors_are_one_line() {
     assert!(e.contains("restricted model only"), "{e}");
     let e = common::fwd_error(RUST, "restricted", &[A, B, "--outputs", "65"]);
     assert!(e.contains("1 to 64"), "{e}");
+}
+
+/// A driver started while both ports already receive at line rate finds nicsim reporting no
+/// DMA fault on its own memory, start after start: the device looks for memory it does not
+/// know yet at each use, however soon after its last look.
+#[test]
+fn a_hundred_starts_into_running_traffic_report_no_dma_fault() {
+    let sim = Sim::start("starts");
+    sim.start_both_ways(&TrafficSpec::default());
+    let modes = ["restricted", "const", "flexible"];
+    for start in 0..100 {
+        let mode = modes[start % modes.len()];
+        let child = sim.fwd(RUST, mode, &[A, B, "--seconds", "0.05"]);
+        let out = child.wait_for_exit(Duration::from_secs(30)).expect("waiting for the driver");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "start {start} ({mode}): {:?} {stdout} {}", out.status, String::from_utf8_lossy(&out.stderr));
+        let forwarded = common::summary(RUST, mode, &stdout).forwarded;
+        let s = sim.stats();
+        let faults: Vec<_> = s.ports.iter().flat_map(|p| &p.faults).collect();
+        assert!(faults.is_empty(), "start {start} ({mode}): {faults:?}");
+        assert!(forwarded.iter().all(|&n| n > 0), "start {start} ({mode}) forwarded both ways: {forwarded:?}");
+    }
 }

@@ -50,7 +50,9 @@ impl Port {
     /// [`TX_DESCRIPTORS_PER_CALL`] allow, then publishes TDH and writes the head back.
     fn transmit_queue(&mut self, dma: &mut impl DmaSpace, qi: u32, now_ps: u64, out: &mut impl TxOutput) {
         let mut q = std::mem::take(&mut self.tx[qi as usize]);
-        if !q.enabled || q.faulted || q.size == 0 {
+        // Nothing to do, or stopped: the ring is not looked at (an unknown base would cost a
+        // scan for driver memory on every pass).
+        if !q.enabled || q.faulted || q.size == 0 || q.head == q.tail {
             self.tx[qi as usize] = q;
             return;
         }
