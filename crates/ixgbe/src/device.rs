@@ -22,6 +22,9 @@ pub enum DriverError {
     Exhausted { address: String, what: &'static str },
     /// A request the driver cannot honour.
     Invalid(String),
+    /// Registers read all-ones: the device was removed, reset by someone else, or (under
+    /// nicsim) the simulator stopped.
+    Gone { address: String },
 }
 
 impl fmt::Display for DriverError {
@@ -40,6 +43,10 @@ impl fmt::Display for DriverError {
             }
             DriverError::Exhausted { address, what } => write!(f, "{address}: no {what} left: use fewer outputs"),
             DriverError::Invalid(what) => f.write_str(what),
+            DriverError::Gone { address } => write!(
+                f,
+                "{address}: the device is gone (its registers read all-ones): it was removed, or nicsim stopped; start the driver again once it is back"
+            ),
         }
     }
 }
@@ -91,6 +98,8 @@ pub struct Device<'a> {
 /// Bytes of packet buffer 0 kept free above the XOFF mark: what arrives before the partner
 /// stops (TinyNF's and the datasheet's 0x6000 [DS 4.6.11.3.4]).
 pub const FLOW_CONTROL_HEADROOM: u32 = 0x6000;
+/// What every register of a removed device reads.
+const ALL_ONES: u32 = u32::MAX;
 /// Pause time sent in XOFF frames, in quanta of 512 bit times (85 µs at 10 Gb/s; DPDK's default).
 pub const FLOW_CONTROL_PAUSE: u16 = 0x680;
 
@@ -119,7 +128,9 @@ impl Drop for EnabledQueue<'_> {
     fn drop(&mut self) {
         let d = self.device;
         d.clear(self.control, RXDCTL_ENABLE); // the same bit as TXDCTL.ENABLE
-        if d.wait(self.control, RXDCTL_ENABLE, 0, "a queue to stop", Duration::from_secs(1)).is_err() {
+        let stop = d.wait(self.control, RXDCTL_ENABLE, 0, "a queue to stop", Duration::from_secs(1));
+        // A device that is gone DMAs nothing more: there is nothing left to stop.
+        if matches!(stop, Err(DriverError::Timeout { .. })) {
             d.set(CTRL, CTRL_MASTER_DISABLE);
             let stopped = d.wait(STATUS, STATUS_MASTER_ENABLE, 0, "master disable", Duration::from_secs(1));
             eprintln!(
@@ -190,13 +201,31 @@ impl<'a> Device<'a> {
     /// Waits until `r & mask == want`, polling, for at most `timeout`.
     pub fn wait(&self, r: Reg, mask: u32, want: u32, what: &'static str, timeout: Duration) -> Result<(), DriverError> {
         let deadline = Instant::now() + timeout;
-        while self.read(r) & mask != want {
+        loop {
+            let value = self.read(r);
+            if value == ALL_ONES && !self.present() {
+                return Err(self.gone());
+            }
+            if value & mask == want {
+                return Ok(());
+            }
             if Instant::now() > deadline {
                 return Err(DriverError::Timeout { address: self.address.to_string(), what });
             }
             std::thread::sleep(Duration::from_micros(10));
         }
-        Ok(())
+    }
+
+    /// Whether the device still answers: STATUS never reads all-ones from a present 82599
+    /// (its reserved bits read 0 [DS 8.2.3.1.2]); a removed device returns all-ones for
+    /// every read, as Linux's `ixgbe_check_remove` tests. One register read: for slow paths.
+    pub fn present(&self) -> bool {
+        self.read(STATUS) != ALL_ONES
+    }
+
+    /// The error of a device that is no longer [`present`](Self::present).
+    pub fn gone(&self) -> DriverError {
+        DriverError::Gone { address: self.address.to_string() }
     }
 
     /// The datasheet initialisation [DS 4.6.3], as TinyNF does it: disable queues, master
@@ -389,5 +418,40 @@ impl<'a> Device<'a> {
             tx_packets: u64::from(self.read(GPTC)),
             rx_missed: u64::from(self.read(MPC0)),
         }
+    }
+}
+
+/// Watches whether devices are still there from a driver's loop, looking at most every
+/// [`PresenceCheck::PERIOD`]: a register read costs a PCIe round trip, too much per packet.
+#[derive(Debug)]
+pub struct PresenceCheck {
+    last: Instant,
+}
+
+impl PresenceCheck {
+    /// How long a removed device can go unnoticed.
+    pub const PERIOD: Duration = Duration::from_millis(100);
+
+    pub fn new() -> Self {
+        PresenceCheck { last: Instant::now() }
+    }
+
+    /// [`DriverError::Gone`] for the first of `devices` that is no longer
+    /// [present](Device::present), if a look is due at `now`.
+    pub fn check(&mut self, now: Instant, devices: &[&Device<'_>]) -> Result<(), DriverError> {
+        if now.duration_since(self.last) < Self::PERIOD {
+            return Ok(());
+        }
+        self.last = now;
+        match devices.iter().find(|d| !d.present()) {
+            Some(d) => Err(d.gone()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Default for PresenceCheck {
+    fn default() -> Self {
+        Self::new()
     }
 }

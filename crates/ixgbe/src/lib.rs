@@ -18,7 +18,7 @@ pub mod memory;
 pub mod queues;
 pub mod regs;
 
-pub use device::{Device, DriverError, Port};
+pub use device::{Device, DriverError, Port, PresenceCheck};
 
 /// Bytes per packet buffer.
 pub const BUFFER_SIZE: usize = 2048;

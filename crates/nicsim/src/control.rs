@@ -38,6 +38,9 @@ pub enum Request {
     /// Hold (or release) a port's transmitter, as a link partner's flow-control pause does:
     /// answers [`Done`].
     PauseTx { port: usize, paused: bool },
+    /// Surprise-remove a port: its BAR0 and configuration space read all-ones from now on,
+    /// and its generator stops: answers [`Done`].
+    Remove { port: usize },
     /// Stop the server: answers [`Done`].
     Shutdown,
 }
@@ -121,6 +124,8 @@ pub struct PortStats {
     pub flow_control: FlowStats,
     /// Frames the port holds at the moment of the snapshot.
     pub in_flight: InFlight,
+    /// Surprise-removed (`nicsim remove`).
+    pub removed: bool,
 }
 
 /// The whole engine's statistics.

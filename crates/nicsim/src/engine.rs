@@ -330,6 +330,12 @@ impl<D: DmaSpace> Engine<D> {
                 self.ports[i].tx_paused = paused;
                 Ok(Reply::Done(Done {}))
             }
+            Request::Remove { port } => {
+                let i = self.port_index(port)?;
+                self.wires[i].generator.stop();
+                self.ports[i].remove();
+                Ok(Reply::Done(Done {}))
+            }
             Request::Shutdown => Ok(Reply::Done(Done {})),
         }
     }
@@ -375,6 +381,7 @@ impl<D: DmaSpace> Engine<D> {
                     ..p.flow.stats.clone()
                 },
                 in_flight: p.in_flight(&self.dma),
+                removed: p.removed,
             })
             .collect();
         Stats {

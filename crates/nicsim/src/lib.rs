@@ -12,6 +12,7 @@ pub mod control;
 pub mod dma;
 pub mod engine;
 pub mod flow_control;
+pub mod guardian;
 pub mod histogram;
 pub mod lint;
 pub mod pciconfig;

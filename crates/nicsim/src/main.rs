@@ -6,6 +6,7 @@
 use clap::{Parser, Subcommand};
 use nicsim::ceiling::mpps;
 use nicsim::control::{PortStats, Stats};
+use nicsim::guardian::{self, Guardian};
 use nicsim::server::{self, ServeOptions, Server};
 use nicsim::session::Session;
 use nicsim::wire::{line_rate_pps, Captured, TrafficSpec};
@@ -82,8 +83,20 @@ enum Cmd {
     },
     /// Zero all counters.
     ResetCounters,
+    /// Surprise-remove a port: its registers and configuration space read all-ones from now on.
+    Remove {
+        #[arg(long)]
+        port: usize,
+    },
     /// Stop the server.
     Shutdown,
+    /// Started by `serve`: waits for serve to end and, if it left its devices behind, makes
+    /// them read all-ones and removes them.
+    #[command(hide = true)]
+    Guard {
+        #[arg(long)]
+        remove_root: bool,
+    },
     /// The reference peer driver: forward both ways between two ports (TinyNF style).
     Reflect {
         a: String,
@@ -255,7 +268,12 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
         Cmd::Serve { ports, cable, link_gbps, cpu, bound } => {
             platform::signals::install_termination_flag().map_err(|e| e.to_string())?;
             let opts = ServeOptions { ports, root: root.to_path_buf(), cables: cable, gbps: link_gbps, cpu, bound };
+            let creates_root = !root.exists();
             let server = Server::start(&opts)?;
+            // Only now: a guardian of a server that did not start would remove another's devices.
+            let exe = std::env::current_exe().map_err(|e| format!("finding nicsim's own binary: {e}"))?;
+            let guardian = Guardian::spawn(&exe, root, creates_root)
+                .map_err(|e| format!("starting the guardian ({} guard): {e}", exe.display()))?;
             let info: nicsim::control::Info = server.request(nicsim::control::Request::Info)?;
             // A server goes on serving if nobody reads what it says.
             for p in &info.ports {
@@ -267,6 +285,7 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
                 root.join("devices").display()
             );
             server.run_until_stopped();
+            guardian.release();
             let _ = cli::outln!("nicsim: stopped; removed {}", root.join("devices").display());
             Ok(())
         }
@@ -347,7 +366,12 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             session.capture(port, &path, direction, count)
         }
         Cmd::ResetCounters => session.reset_counters(),
+        Cmd::Remove { port } => session.remove(port),
         Cmd::Shutdown => session.shutdown(),
+        Cmd::Guard { remove_root } => {
+            guardian::report(&guardian::watch(root, remove_root));
+            Ok(())
+        }
         Cmd::Reflect { a, b, sysfs, seconds, cpu } => {
             platform::signals::install_termination_flag().map_err(|e| e.to_string())?;
             if let Some(c) = cpu {

@@ -112,6 +112,12 @@ impl PciConfig {
         self.command() & COMMAND_BME != 0
     }
 
+    /// The function is gone: its configuration space reads all-ones, as a read that no
+    /// device answers completes on PCIe.
+    pub fn remove(&mut self) {
+        self.map.fill(0, self.map.len(), 0xFF);
+    }
+
     /// Applies what software wrote since the last poll. Returns true if COMMAND changed.
     pub fn poll(&mut self) -> bool {
         self.map.read_bytes(0, &mut self.scratch);

@@ -186,7 +186,11 @@ impl Server {
     fn cleanup(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.engine.take() {
-            let _ = h.join();
+            if let Ok(mut engine) = h.join() {
+                // Drivers still mapping the BARs read all-ones from now on, as from a card
+                // that is gone, instead of registers that no longer change.
+                engine.ports.iter_mut().for_each(|p| p.remove());
+            }
         }
         let _ = std::fs::remove_file(socket_path(&self.root));
         for d in ["devices", "drivers"] {

@@ -128,6 +128,11 @@ impl Session {
         self.call::<CaptureEnd>(Request::PcapStop { port }).map(|c| c.written)
     }
 
+    /// Surprise-removes `port` (see [`crate::port::Port::remove`]).
+    pub fn remove(&self, port: usize) -> Result<(), String> {
+        self.call::<Done>(Request::Remove { port }).map(drop)
+    }
+
     pub fn shutdown(&self) -> Result<(), String> {
         self.call::<Done>(Request::Shutdown).map(drop)
     }

@@ -287,3 +287,46 @@ fn platform_errors_name_the_fix() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nicsim serve"), "names the fix");
 }
+
+/// A removed port, and every port once `nicsim serve` is killed, read all-ones in BAR0 and
+/// configuration space, as a card pulled from its slot does; the guardian that serve starts
+/// also removes the tree the killed serve left.
+#[test]
+fn removed_ports_and_a_killed_nicsim_read_all_ones() {
+    // The guardian outlives serve: reparented here, and reaped here.
+    platform::process::become_subreaper().unwrap();
+    let sim = Nicsim::start("removal", &[]);
+    let (da, db) = (sim.open(A), sim.open(B));
+    assert_ne!(da.read(STATUS), u32::MAX);
+    let out = Command::new(BIN).args(["--root", sim.root.to_str().unwrap(), "remove", "--port", "7"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.trim().lines().count() == 1 && err.contains("no port 7"), "{err}");
+    let out = Command::new(BIN).args(["--root", sim.root.to_str().unwrap(), "remove", "--port", "0"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Answered after the removal: visible at once.
+    for reg in [CTRL, STATUS, LINKS, rdt(0), tdh(0), GPRC] {
+        assert_eq!(da.read(reg), u32::MAX, "{} of the removed port", name_of(reg));
+    }
+    assert_eq!(da.func.config_read_u32(0).unwrap(), u32::MAX, "vendor and device ID of the removed port");
+    // A write to the shared file reads back until nicsim's next sweep undoes it.
+    da.write(CTRL, CTRL_RST);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while da.read(CTRL) != u32::MAX {
+        assert!(Instant::now() < deadline, "a write to a removed port is undone within a sweep");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let s = sim.stats();
+    assert!(s.ports[0].removed && !s.ports[1].removed);
+    assert_ne!(db.read(STATUS), u32::MAX, "the other port is still there");
+    assert_eq!(db.func.config_read_u16(0).unwrap(), 0x8086);
+
+    let guardian = platform::process::children(sim.child.id());
+    assert_eq!(guardian.len(), 1, "serve runs one guardian: {guardian:?}");
+    sim.child.signal(platform::signals::Signal::Kill).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while db.read(STATUS) != u32::MAX || sim.root.exists() || !platform::process::reap(guardian[0]) {
+        assert!(Instant::now() < deadline, "the killed serve's devices read all-ones and its tree is gone");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(db.func.config_read_u32(0).unwrap(), u32::MAX);
+}

@@ -36,6 +36,20 @@ pub fn become_subreaper() -> io::Result<()> {
     Ok(rustix::process::set_child_subreaper(rustix::process::Pid::from_raw(std::process::id() as i32))?)
 }
 
+/// Reaps child `pid` if it has exited, without waiting; `true` once it is reaped (or is not
+/// a child of this process, so nothing is left to reap here).
+pub fn reap(pid: u32) -> bool {
+    let Some(pid) = rustix::process::Pid::from_raw(pid as i32) else { return true };
+    !matches!(rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG), Ok(None))
+}
+
+/// The children of process `pid` (its main thread's), from /proc.
+pub fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .map(|s| s.split_whitespace().filter_map(|w| w.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
 /// Reaps every child that has exited, without waiting; returns how many. Only for a process
 /// that does not wait for any child of its own at the same time (it would take its status).
 pub fn reap_orphans() -> usize {

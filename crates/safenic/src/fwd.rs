@@ -4,7 +4,7 @@ use crate::{MacRewrite, Mode};
 use invariants::{with_len, BrandedLen, VolatilePtr};
 use ixgbe::agent::{rewrite_macs, Agent, AgentMemory, ConstOutputs, Outputs};
 use ixgbe::queues::{Batch, QueueMemory, QueueParts, Receive, RxQueue, Transmit, TxQueue};
-use ixgbe::{Device, DriverError, PacketData, PacketLength, Port};
+use ixgbe::{Device, DriverError, PacketData, PacketLength, Port, PresenceCheck};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -47,17 +47,21 @@ pub struct Options {
     pub flow_control: bool,
 }
 
-/// Stop conditions and the per-second throughput line.
-pub struct Meter {
+/// Stop conditions (time, signal, a device gone) and the per-second throughput line.
+pub struct Meter<'d> {
     start: Instant,
     last: Instant,
     last_total: u64,
     until: Option<Instant>,
     progress: bool,
+    devices: [&'d Device<'d>; 2],
+    presence: PresenceCheck,
+    /// Why forwarding stopped, if a device went away.
+    gone: Option<DriverError>,
 }
 
-impl Meter {
-    fn new(seconds: Option<f64>, progress: bool) -> Meter {
+impl<'d> Meter<'d> {
+    fn new(seconds: Option<f64>, progress: bool, devices: [&'d Device<'d>; 2]) -> Meter<'d> {
         let now = Instant::now();
         Meter {
             start: now,
@@ -65,6 +69,9 @@ impl Meter {
             last_total: 0,
             until: seconds.map(|s| now + Duration::from_secs_f64(s)),
             progress,
+            devices,
+            presence: PresenceCheck::new(),
+            gone: None,
         }
     }
 
@@ -75,6 +82,10 @@ impl Meter {
             return false;
         }
         let now = Instant::now();
+        if let Err(e) = self.presence.check(now, &self.devices) {
+            self.gone = Some(e);
+            return false;
+        }
         if self.progress && now.duration_since(self.last) >= Duration::from_secs(1) {
             let total = counts[0] + counts[1];
             let mpps = (total - self.last_total) as f64 / now.duration_since(self.last).as_secs_f64() / 1e6;
@@ -132,15 +143,20 @@ pub fn run(o: &Options) -> Result<(), String> {
     for d in [&a, &b] {
         d.wait_for_link(Duration::from_secs(10)).map_err(|e| e.to_string())?;
     }
-    let meter = Meter::new(o.seconds, o.progress);
+    let mut meter = Meter::new(o.seconds, o.progress, [&a, &b]);
     let start = Instant::now();
     let rewrite = o.mac_rewrite == MacRewrite::Paper;
     let totals = match o.mode {
-        Mode::Restricted => restricted(&a, &b, o.outputs, rewrite, meter),
-        Mode::Const => const_model(&a, &b, rewrite, meter),
-        Mode::Flexible => flexible(&a, &b, rewrite, o.flow_control, meter),
-    }
-    .map_err(|e| e.to_string())?;
+        Mode::Restricted => restricted(&a, &b, o.outputs, rewrite, &mut meter),
+        Mode::Const => const_model(&a, &b, rewrite, &mut meter),
+        Mode::Flexible => flexible(&a, &b, rewrite, o.flow_control, &mut meter),
+    };
+    // A device that went away also fails the stopping of the queues: its error is the one.
+    let gone = meter.gone.take();
+    let totals = match (&gone, totals) {
+        (Some(gone), Err(_)) => return Err(gone.to_string()),
+        (_, totals) => totals.map_err(|e| e.to_string())?,
+    };
     let secs = start.elapsed().as_secs_f64();
     let total = totals.forwarded[0] + totals.forwarded[1];
     cli::outln!(
@@ -156,7 +172,11 @@ pub fn run(o: &Options) -> Result<(), String> {
         total as f64 / secs.max(1e-9) / 1e6,
         totals.malformed,
         totals.dropped
-    )
+    )?;
+    match gone {
+        Some(e) => Err(e.to_string()),
+        None => Ok(()),
+    }
 }
 
 fn restricted(
@@ -164,7 +184,7 @@ fn restricted(
     b: &Device<'_>,
     outputs: usize,
     rewrite: bool,
-    meter: Meter,
+    meter: &mut Meter,
 ) -> Result<Totals, DriverError> {
     let mut mem_ab = AgentMemory::allocate(outputs, RING)?;
     let mut mem_ba = AgentMemory::allocate(outputs, RING)?;
@@ -187,7 +207,7 @@ pub fn forward_restricted<'a, 'id, const REWRITE: bool>(
     ab: &mut Agent<'a, BrandedLen<'id>, RING>,
     ba: &mut Agent<'a, BrandedLen<'id>, RING>,
     outs: BrandedLen<'id>,
-    meter: Meter,
+    meter: &mut Meter,
 ) -> [u64; 2] {
     forward_agents::<_, _, REWRITE>(ab, ba, outs, |o| outs.next_wrapping(o), meter)
 }
@@ -200,7 +220,7 @@ fn forward_agents<'a, O: Outputs, const N: usize, const REWRITE: bool>(
     ba: &mut Agent<'a, O, N>,
     outputs: O,
     next: impl Fn(O::Index) -> O::Index,
-    mut meter: Meter,
+    meter: &mut Meter,
 ) -> [u64; 2] {
     let mut counts = [0u64; 2];
     let (mut out_ab, mut out_ba) = (outputs.first(), outputs.first());
@@ -236,7 +256,7 @@ fn forward_packet<O: Outputs, const REWRITE: bool>(
     *out = next(*out);
 }
 
-fn const_model(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: Meter) -> Result<Totals, DriverError> {
+fn const_model(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: &mut Meter) -> Result<Totals, DriverError> {
     let one = ConstOutputs::<1>;
     let mut mem_ab = AgentMemory::allocate(1, RING)?;
     let mut mem_ba = AgentMemory::allocate(1, RING)?;
@@ -255,7 +275,7 @@ fn const_model(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: Meter) -> R
 pub fn forward_const<'a, const REWRITE: bool>(
     ab: &mut Agent<'a, ConstOutputs<1>, RING>,
     ba: &mut Agent<'a, ConstOutputs<1>, RING>,
-    meter: Meter,
+    meter: &mut Meter,
 ) -> [u64; 2] {
     forward_agents::<_, _, REWRITE>(ab, ba, ConstOutputs::<1>, |only| only, meter)
 }
@@ -265,7 +285,7 @@ fn flexible(
     b: &Device<'_>,
     rewrite: bool,
     lossless: bool,
-    meter: Meter,
+    meter: &mut Meter,
 ) -> Result<Totals, DriverError> {
     // One memory block and pool per direction; "pool inversion": the RX queue of one port and
     // the TX queue of the other share a pool.
@@ -347,7 +367,7 @@ impl<'q, 'a> Direction<'q, 'a> {
 pub fn forward_flexible<const REWRITE: bool, const LOSSLESS: bool>(
     ab: &mut Direction<'_, '_>,
     ba: &mut Direction<'_, '_>,
-    mut meter: Meter,
+    meter: &mut Meter,
 ) -> [u64; 2] {
     let mut counts = [0u64; 2];
     loop {

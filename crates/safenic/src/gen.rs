@@ -1,7 +1,7 @@
 //! `safenic gen`: send generated UDP frames out of one port (flexible model's TX queue).
 
 use ixgbe::queues::{Batch, QueueMemory, Transmit, TxQueue};
-use ixgbe::{DriverError, Port};
+use ixgbe::{DriverError, Port, PresenceCheck};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -74,8 +74,10 @@ pub fn run(o: &Options) -> Result<(), String> {
         let start = Instant::now();
         let until = o.seconds.map(|s| start + Duration::from_secs_f64(s));
         let mut queued = 0u64;
+        let mut presence = PresenceCheck::new();
         while o.count.is_none_or(|c| queued < c) && !platform::signals::terminate_requested() {
             let now = Instant::now();
+            presence.check(now, &[&dev])?;
             if until.is_some_and(|u| now >= u) {
                 break;
             }
@@ -95,6 +97,7 @@ pub fn run(o: &Options) -> Result<(), String> {
         // it reads goes away with this process.
         let deadline = Instant::now() + DRAIN_TIMEOUT;
         while tx.unsent() > 0 && Instant::now() < deadline {
+            presence.check(Instant::now(), &[&dev])?;
             std::thread::sleep(Duration::from_micros(50));
         }
         let unsent = tx.unsent() as u64;

@@ -5,7 +5,8 @@
 //! rewrite; a driver frozen with SIGSTOP loses nothing with flow control, and without it loses
 //! exactly the frames the device counts; every frame is accounted for with no tolerance; the
 //! driver exits 0 on SIGTERM with a summary line; nicsim records zero DMA faults and zero lint
-//! warnings; platform failures are one line that names the fix.
+//! warnings; a device removed under the driver ends it with a one-line error; platform failures
+//! are one line that names the fix.
 //!
 //! The drivers are those of the driver manifest (drivers/drivers.toml) with
 //! `conformance = true`: the build script writes the list, and a driver joins with its entry.
@@ -53,6 +54,12 @@ macro_rules! conformance {
             fn a_stopped_driver_without_flow_control_loses_exactly_what_the_device_counts() {
                 for mode in ["restricted", "const", "flexible"] {
                     common::stopped_driver(DRIVER, mode, false);
+                }
+            }
+            #[test]
+            fn a_removed_device_ends_the_driver_with_one_line() {
+                for mode in ["restricted", "const", "flexible"] {
+                    common::removed_device(DRIVER, mode);
                 }
             }
             #[test]

@@ -7,8 +7,14 @@
 mod common;
 
 use common::{Sim, A, B, RATE_PPS, RUST};
+use nicsim::session::Session;
 use nicsim::wire::TrafficSpec;
-use std::time::Duration;
+use platform::fs::ScratchDir;
+use platform::signals::Signal;
+use platform::Reaped;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 #[test]
 fn restricted_three_outputs_forwards_a_million_each_way() {
@@ -64,5 +70,54 @@ fn a_hundred_starts_into_running_traffic_report_no_dma_fault() {
         let faults: Vec<_> = s.ports.iter().flat_map(|p| &p.faults).collect();
         assert!(faults.is_empty(), "start {start} ({mode}): {faults:?}");
         assert!(forwarded.iter().all(|&n| n > 0), "start {start} ({mode}) forwarded both ways: {forwarded:?}");
+    }
+}
+
+/// `kill -9` of `nicsim serve` under a forwarding driver: serve's guardian makes every
+/// register read all-ones, as a card pulled from its slot, and the driver exits non-zero with
+/// one line instead of polling a dead device forever.
+#[test]
+fn a_killed_nicsim_ends_the_driver_with_one_line() {
+    // serve's guardian outlives it: reparented here, and reaped here.
+    platform::process::become_subreaper().unwrap();
+    let scratch = ScratchDir::new(common::SCRATCH_PREFIX, "killed").unwrap();
+    let root = scratch.path().join("root");
+    let nicsim = Path::new(common::SAFENIC).with_file_name("nicsim");
+    let serve = Reaped::spawn(
+        Command::new(&nicsim).arg("--root").arg(&root).args(["serve", "--cpu", "0"]).stdout(Stdio::null()),
+    )
+    .expect("spawning nicsim serve");
+    let session = Session::connect(&root);
+    session.wait_answering(Duration::from_secs(10)).expect("nicsim serve answers");
+    let guardian = platform::process::children(serve.id());
+    assert_eq!(guardian.len(), 1, "serve runs one guardian: {guardian:?}");
+    let devices = root.join("devices");
+    let mut driver = Reaped::spawn(
+        Command::new(common::SAFENIC)
+            .args(["fwd", "const", A, B, "--cpu", "1", "--sysfs"])
+            .arg(&devices)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .expect("spawning safenic fwd");
+    let alive = || match driver.try_wait() {
+        Ok(Some(status)) => Err(format!("the driver exited early with {status}: {}", driver.output())),
+        _ => Ok(()),
+    };
+    session.wait_ports_up(Duration::from_secs(30), alive).unwrap();
+    for port in 0..2 {
+        session.start_traffic(port, TrafficSpec::default()).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    serve.signal(Signal::Kill).unwrap();
+    let out = driver.wait_for_exit(Duration::from_secs(20)).expect("waiting for the driver");
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert!(out.status.code().is_some_and(|c| c != 0), "exits non-zero by itself: {:?} {err}", out.status);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("gone") && err.contains("nicsim stopped"), "{err}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while root.exists() || !platform::process::reap(guardian[0]) {
+        assert!(Instant::now() < deadline, "the guardian removed the killed serve's tree and exited");
+        std::thread::sleep(Duration::from_millis(10));
     }
 }

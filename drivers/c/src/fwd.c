@@ -50,11 +50,17 @@ static double now_seconds(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-// Stop conditions and the per-second throughput line (on a terminal).
+// How long a removed device can go unnoticed: a register read costs a PCIe round trip.
+#define PRESENCE_PERIOD 0.1
+
+// Stop conditions (time, signal, a device gone) and the per-second throughput line (on a
+// terminal).
 struct meter {
-	double start, last, until;
+	double start, last, until, last_presence;
 	uint64_t last_total;
 	bool progress, has_deadline;
+	const struct device *devices[2];
+	const struct device *gone; // the device that went away, if one did
 };
 
 __attribute__((noinline)) static bool meter_tick(struct meter *m, const uint64_t counts[2])
@@ -63,6 +69,15 @@ __attribute__((noinline)) static bool meter_tick(struct meter *m, const uint64_t
 		return false;
 	}
 	double now = now_seconds();
+	if (now - m->last_presence >= PRESENCE_PERIOD) {
+		m->last_presence = now;
+		for (int i = 0; i < 2; i++) {
+			if (!device_present(m->devices[i])) {
+				m->gone = m->devices[i];
+				return false;
+			}
+		}
+	}
 	if (m->progress && now - m->last >= 1.0) {
 		uint64_t total = counts[0] + counts[1];
 		printf("%6.1f s  %7.3f Mpps  (%llu in->out, %llu out->in)\n", now - m->start,
@@ -403,9 +418,12 @@ int main(int argc, char **argv)
 	struct meter m = {.start = start,
 	                  .last = start,
 	                  .until = start + o.seconds,
+	                  .last_presence = start,
 	                  .last_total = 0,
 	                  .progress = isatty(STDOUT_FILENO),
-	                  .has_deadline = o.seconds > 0};
+	                  .has_deadline = o.seconds > 0,
+	                  .devices = {&port_a.device, &port_b.device},
+	                  .gone = NULL};
 	uint64_t counts[2] = {0, 0};
 	struct discarded lost = run_model(&port_a.device, &port_b.device, &o, &m, counts);
 	double secs = now_seconds() - start;
@@ -414,5 +432,9 @@ int main(int argc, char **argv)
 	       program_name, o.input, o.output, (unsigned long long)counts[0], o.output, o.input,
 	       (unsigned long long)counts[1], secs, (double)(counts[0] + counts[1]) / (secs > 1e-9 ? secs : 1e-9) / 1e6,
 	       (unsigned long long)lost.malformed, (unsigned long long)lost.dropped);
+	if (m.gone) {
+		fflush(stdout);
+		die("%s", device_gone_message(m.gone));
+	}
 	return 0;
 }

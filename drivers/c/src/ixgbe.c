@@ -124,11 +124,32 @@ static uint64_t now_us(void)
 }
 
 // Waits until (reg & mask) == want, polling every 10 µs, for at most `timeout_us`.
+bool device_present(const struct device *d)
+{
+	// STATUS never reads all-ones from a present 82599 (its reserved bits read 0
+	// [DS 8.2.3.1.2]); a removed device returns all-ones for every read.
+	return reg_read(d, STATUS) != ALL_ONES;
+}
+
+const char *device_gone_message(const struct device *d)
+{
+	static char message[256];
+	snprintf(message, sizeof message,
+	         "%s: the device is gone (its registers read all-ones): it was removed, or nicsim stopped; start the "
+	         "driver again once it is back",
+	         d->address);
+	return message;
+}
+
 static void reg_wait(const struct device *d, uint32_t offset, uint32_t mask, uint32_t want, const char *what,
                      uint64_t timeout_us)
 {
 	uint64_t deadline = now_us() + timeout_us;
-	while ((reg_read(d, offset) & mask) != want) {
+	uint32_t value;
+	while (((value = reg_read(d, offset)) & mask) != want) {
+		if (value == ALL_ONES && !device_present(d)) {
+			die("%s", device_gone_message(d));
+		}
 		if (now_us() > deadline) {
 			die("%s: timed out waiting for %s: check the cable and that no other program drives this port",
 			    d->address, what);
@@ -162,7 +183,10 @@ static void queue_stop(const struct device *d, uint32_t control)
 void device_stop_queues(const struct device *d)
 {
 	// Disable every enabled queue and wait until the device confirms, before the memory its
-	// rings and buffers are in can go [DS 4.6.7.1.2, 4.6.8].
+	// rings and buffers are in can go [DS 4.6.7.1.2, 4.6.8]. A device that is gone DMAs nothing.
+	if (!device_present(d)) {
+		return;
+	}
 	for (uint32_t q = 0; q < MAX_QUEUES; q++) {
 		if (reg_read(d, RXDCTL(q)) & RXDCTL_ENABLE) {
 			queue_stop(d, RXDCTL(q));

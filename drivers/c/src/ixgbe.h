@@ -53,6 +53,12 @@ void device_init(const struct device *d);
 #define FLOW_CONTROL_PAUSE 0x680u
 void device_enable_flow_control(const struct device *d);
 void device_wait_for_link(const struct device *d, unsigned seconds);
+// What every register of a removed device reads.
+#define ALL_ONES 0xFFFFFFFFu
+// Whether the device still answers (one register read: for slow paths), and the one-line
+// message for one that does not.
+bool device_present(const struct device *d);
+const char *device_gone_message(const struct device *d);
 // RX queue 0 on a ring of `len` legacy descriptors; returns RDT.
 // Disables every enabled RX and TX queue and waits until the device confirms (at most a second
 // per queue, without exiting): call it before the memory of the rings and buffers goes.

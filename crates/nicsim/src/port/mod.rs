@@ -173,6 +173,9 @@ pub struct Port {
     pub tx_wire: WireClock,
     pub resets: u64,
     sweep: usize,
+    /// Surprise-removed ([`Port::remove`]): BAR0 and configuration space read all-ones and
+    /// the port does nothing more.
+    pub removed: bool,
 }
 
 /// The MAC address nicsim gives port `n`: locally administered 02:00:00:00:00:0n.
@@ -225,6 +228,7 @@ impl Port {
             tx_wire: WireClock::new(gbps),
             resets: 0,
             sweep: 0,
+            removed: false,
         };
         p.reset();
         p.resets = 0;
@@ -341,6 +345,25 @@ impl Port {
             refresh_quanta: self.reg(FCRTV) as u16,
             receive: self.reg(MFLCN) & MFLCN_RFCE != 0,
         };
+    }
+
+    /// Surprise removal, or the device model going away: as on a card pulled from its slot,
+    /// every read of BAR0 and of the configuration space returns all-ones (drivers test for
+    /// that, e.g. Linux ixgbe's `ixgbe_check_remove`), and the port receives, transmits and
+    /// DMAs nothing more. A driver's write to the shared BAR reads back until the slow path's
+    /// sweep restores all-ones ([`Port::scan`], within 2 ms).
+    pub fn remove(&mut self) {
+        self.removed = true;
+        self.rx.iter_mut().for_each(|q| *q = RxQueue::default());
+        self.tx.iter_mut().for_each(|q| *q = TxQueue::default());
+        self.active_rx.clear();
+        self.active_tx.clear();
+        self.fifo_clear();
+        self.paths = PathConfig::default();
+        self.flow.reset();
+        self.shadow.iter_mut().for_each(|v| *v = u32::MAX);
+        self.bar.fill(0, BAR0_LEN, 0xFF);
+        self.config.remove();
     }
 
     /// Whether any queue is enabled (the engine may idle when none is).

@@ -20,6 +20,10 @@ impl Port {
     /// sweep takes `BAR0_DWORDS / SWEEP_DWORDS` calls. Reading all 128 KiB at every call would
     /// cost tens of microseconds of memory bandwidth.
     pub fn scan(&mut self) {
+        if self.removed {
+            self.keep_reading_all_ones();
+            return;
+        }
         self.apply_driver_writes();
         self.refresh_paths();
     }
@@ -49,6 +53,20 @@ impl Port {
             }
             i = j + 1;
         }
+    }
+
+    /// A removed port: undoes what drivers wrote since, one sweep window at a time.
+    fn keep_reading_all_ones(&mut self) {
+        let start = self.sweep;
+        let end = start + SWEEP_DWORDS;
+        self.sweep = end % BAR0_DWORDS;
+        let mut i = start;
+        while let Some(k) = self.bar.first_difference(i * 4, &self.shadow[i..end]) {
+            let j = i + k;
+            self.bar.write_u32(j * 4, u32::MAX);
+            i = j + 1;
+        }
+        self.config.remove();
     }
 
     /// Scans the whole BAR at once (tests, and after a reset when nothing else is pending).
@@ -86,6 +104,7 @@ impl Port {
     /// from DD or head write-back, not from RDH [DS 7.1.9].
     #[inline]
     pub fn publish_rx_head(&mut self) {
+        // (A removed port has no queue enabled.)
         for k in 0..self.active_rx.len() {
             let q = self.active_rx[k];
             let head = self.rx[q as usize].head;
@@ -99,6 +118,9 @@ impl Port {
     /// default RX queue was just enabled and the whole register file applied.
     #[inline]
     pub fn poll_doorbells(&mut self) -> bool {
+        if self.removed {
+            return false;
+        }
         let mut rescanned = false;
         let default = DEFAULT_RX_QUEUE;
         if !self.rx[default as usize].enabled {

@@ -78,6 +78,9 @@ impl Port {
     /// register width (32 bits; 36 bits for octet L/H pairs): a plain memory read cannot clear
     /// them (see docs/nicsim.md).
     pub fn publish_counters(&mut self) {
+        if self.removed {
+            return;
+        }
         let c = self.counters.clone();
         let put = |p: &mut Self, off: u32, v: u64| {
             if p.reg(off) != v as u32 {

@@ -450,6 +450,32 @@ pub fn stopped_driver(driver: Driver, mode: &str, flow_control: bool) {
     assert_no_lint(&sim);
 }
 
+/// A driver forwarding at full rate when its output port is surprise-removed (its registers
+/// read all-ones, as a pulled card's do) notices within its presence period, prints its
+/// summary and exits non-zero with one line naming the port.
+pub fn removed_device(driver: Driver, mode: &str) {
+    let sim = Sim::start(&format!("{}-removed-{mode}", driver.name));
+    let mut child = sim.fwd(driver, mode, &[A, B]);
+    sim.wait_driver_ready(&mut child);
+    sim.start_both_ways(&TrafficSpec::default());
+    std::thread::sleep(Duration::from_millis(100));
+    sim.remove(1).unwrap();
+    assert!(sim.stats().ports[1].removed);
+    let out = child.wait_for_exit(Duration::from_secs(20)).expect("waiting for the driver");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.code().is_some_and(|c| c != 0),
+        "{} {mode}: exits non-zero by itself (not killed after 20 s): {:?} {stdout} {stderr}",
+        driver.name,
+        out.status
+    );
+    let err = stderr.trim();
+    assert_eq!(err.lines().count(), 1, "{} {mode}: one line: {err}", driver.name);
+    assert!(err.contains(B) && err.contains("gone") && err.contains("all-ones"), "{} {mode}: {err}", driver.name);
+    let forwarded = summary(driver, mode, &stdout).forwarded;
+    assert!(forwarded.iter().all(|&n| n > 0), "{} {mode}: forwarded before the removal: {forwarded:?}", driver.name);
+}
+
 /// Runs `driver mode args` (no nicsim needed) and returns its one-line error.
 pub fn fwd_error(driver: Driver, mode: &str, args: &[&str]) -> String {
     let words = driver.words(mode);
