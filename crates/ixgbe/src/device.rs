@@ -68,12 +68,14 @@ pub struct Port {
 
 impl Port {
     /// Opens `address` under the sysfs root `sysfs`: checks it is an 82599ES (8086:10fb) and is
-    /// not bound to a kernel driver (never unbinds it), enables memory space and bus mastering,
-    /// and maps BAR0 with its size checked.
+    /// not bound to a kernel driver (never unbinds it), claims it (refused while another
+    /// process owns it), enables memory space and bus mastering, and maps BAR0 with its size
+    /// checked.
     pub fn open(sysfs: &Path, address: &str) -> Result<Port, DriverError> {
         let function = PciFunction::open(sysfs, address)?;
         function.expect_ids(0x8086, 0x10FB, "an Intel 82599ES (8086:10fb)")?;
         function.expect_unbound()?;
+        function.claim()?;
         function.enable_memory_and_bus_master()?;
         let bar = function.map_bar0(BAR0_LEN)?;
         Ok(Port { address: function.address().to_string(), function, bar })

@@ -35,6 +35,8 @@ pub enum Rule {
     InvalidTxDescriptor,
     /// A transmit frame gathered over more bytes than any frame can have.
     TxFrameSize,
+    /// Two or more processes map the function's BAR0 at once: two drivers own one device.
+    SharedFunction,
 }
 
 impl Rule {
@@ -53,6 +55,7 @@ impl Rule {
             Rule::DmaWithoutBusMaster => "dma-without-bus-master",
             Rule::InvalidTxDescriptor => "invalid-tx-descriptor",
             Rule::TxFrameSize => "tx-frame-size",
+            Rule::SharedFunction => "shared-function",
         }
     }
 }
@@ -135,6 +138,7 @@ mod tests {
             Rule::DmaWithoutBusMaster,
             Rule::InvalidTxDescriptor,
             Rule::TxFrameSize,
+            Rule::SharedFunction,
         ] {
             let json = serde_json::to_string(&rule).unwrap();
             assert_eq!(json, format!("\"{}\"", rule.name()));

@@ -330,3 +330,38 @@ fn removed_ports_and_a_killed_nicsim_read_all_ones() {
     }
     assert_eq!(db.func.config_read_u32(0).unwrap(), u32::MAX);
 }
+
+/// Two processes mapping one function's BAR0 when one of them resets it: lint names both
+/// (our drivers refuse a claimed function; this is what lint says of drivers that do not).
+#[test]
+fn lint_names_two_processes_that_map_one_function() {
+    let sim = Nicsim::start("shared", &[]);
+    let mut reflect = platform::Reaped::spawn(
+        Command::new(BIN)
+            .args(["--root", sim.root.to_str().unwrap(), "reflect", A, B, "--seconds", "60"])
+            .stdout(std::process::Stdio::null()),
+    )
+    .unwrap();
+    sim.session
+        .wait_ports_up(Duration::from_secs(30), || match reflect.try_wait() {
+            Ok(Some(s)) => Err(format!("reflect exited with {s}")),
+            _ => Ok(()),
+        })
+        .unwrap();
+    assert!(sim.session.lint().unwrap().is_empty(), "one process per function: nothing to say");
+    let da = sim.open(A);
+    da.write(CTRL, da.read(CTRL) | CTRL_RST);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let warning = loop {
+        let lint = sim.session.lint().unwrap();
+        if let Some(w) = lint.into_iter().find(|w| w.rule == nicsim::lint::Rule::SharedFunction) {
+            break w;
+        }
+        assert!(Instant::now() < deadline, "lint reports the second process");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(warning.port, 0);
+    for pid in [reflect.id(), std::process::id()] {
+        assert!(warning.message.contains(&pid.to_string()), "names {pid}: {}", warning.message);
+    }
+}

@@ -24,6 +24,8 @@ pub enum PlatformError {
     WrongDevice { address: String, vendor: u16, device: u16, expected: &'static str },
     /// The function is bound to a kernel driver that we must not take it from.
     BoundToKernelDriver { address: String, driver: String, root: PathBuf },
+    /// Another live process owns the function (holds its lock, see `PciFunction::claim`).
+    InUse { address: String, owner: Option<(u32, String)> },
     /// Any other I/O failure, with what we were doing.
     Io { context: String, source: io::Error },
 }
@@ -76,6 +78,14 @@ impl fmt::Display for PlatformError {
                 "PCI function {address} is bound to the kernel driver `{driver}`: if it is yours to take, \
                  unbind it with `echo {address} > {}/{address}/driver/unbind` (we never unbind automatically)",
                 root.display()
+            ),
+            PlatformError::InUse { address, owner: Some((pid, name)) } => write!(
+                f,
+                "PCI function {address} is in use by process {pid} ({name}): stop that driver first, or give another port"
+            ),
+            PlatformError::InUse { address, owner: None } => write!(
+                f,
+                "PCI function {address} is in use by another process: stop that driver first, or give another port"
             ),
             PlatformError::Io { context, source } => write!(f, "{context}: {source}"),
         }

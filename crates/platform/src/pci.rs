@@ -149,6 +149,23 @@ impl PciFunction {
         self.config_write_u16(COMMAND, cmd | COMMAND_MEMORY_SPACE | COMMAND_BUS_MASTER)
     }
 
+    /// Takes the function for this process until this `PciFunction` is dropped (or the
+    /// process ends): an exclusive `flock` on its `config` file, as DPDK's lock files and VFIO's
+    /// group ownership keep a second driver from resetting a device under the first. Every
+    /// driver of this project claims its functions before touching them (the C drivers lock
+    /// the same file). Fails with [`PlatformError::InUse`], naming the owner, if another
+    /// process holds the function.
+    pub fn claim(&self) -> Result<(), PlatformError> {
+        use rustix::fs::FlockOperation;
+        match rustix::fs::flock(&self.config, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(()),
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                Err(PlatformError::InUse { address: self.address.clone(), owner: lock_owner(&self.config) })
+            }
+            Err(e) => Err(PlatformError::io(format!("locking {}/config", self.dir.display()), e.into())),
+        }
+    }
+
     /// Maps BAR0 (`resource0`) whole; fails unless it has exactly `expected_len` bytes.
     pub fn map_bar0(&self, expected_len: usize) -> Result<MappedRegion, PlatformError> {
         let path = self.dir.join("resource0");
@@ -168,6 +185,24 @@ impl PciFunction {
     }
 }
 
+/// The process holding a `flock` on `file`, and its command name, from /proc/locks, whose
+/// lines read `1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF` (device major and minor in
+/// hex, inode in decimal).
+fn lock_owner(file: &File) -> Option<(u32, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = file.metadata().ok()?;
+    let (major, minor) = (rustix::fs::major(m.dev()), rustix::fs::minor(m.dev()));
+    let want = format!("{major:02x}:{minor:02x}:{}", m.ino());
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let pid: u32 = locks.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // Waiters are listed as `1: -> FLOCK …`: not owners.
+        (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&want.as_str())).then(|| f.get(4)?.parse().ok())?
+    })?;
+    let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim().to_string()).unwrap_or_default();
+    Some((pid, name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +214,22 @@ mod tests {
         for bad in ["", "5e", "5e:00", "5e:20.0", "5e:00.8", "x:00.0", "12345:00:00.0", "1:2:3:4"] {
             assert!(normalize_address(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_claimed_function_is_refused_naming_its_owner() {
+        let scratch = crate::fs::ScratchDir::new("platform-unit", "claim").unwrap();
+        let address = "0000:01:00.0";
+        std::fs::create_dir(scratch.path().join(address)).unwrap();
+        std::fs::write(scratch.path().join(address).join("config"), [0u8; 256]).unwrap();
+        let first = PciFunction::open(scratch.path(), address).unwrap();
+        first.claim().unwrap();
+        let second = PciFunction::open(scratch.path(), address).unwrap();
+        let e = second.claim().unwrap_err().to_string();
+        let me = format!("in use by process {} (", std::process::id());
+        assert!(e.contains(address) && e.contains(&me) && e.contains("stop that driver first"), "{e}");
+        drop(first);
+        second.claim().expect("free again once its owner let go");
     }
 
     #[test]

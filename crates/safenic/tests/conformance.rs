@@ -5,8 +5,9 @@
 //! rewrite; a driver frozen with SIGSTOP loses nothing with flow control, and without it loses
 //! exactly the frames the device counts; every frame is accounted for with no tolerance; the
 //! driver exits 0 on SIGTERM with a summary line; nicsim records zero DMA faults and zero lint
-//! warnings; a device removed under the driver ends it with a one-line error; platform failures
-//! are one line that names the fix.
+//! warnings; a device removed under the driver ends it with a one-line error; a second driver
+//! (in any language) refuses a device the first owns, naming its PID; platform failures are one
+//! line that names the fix.
 //!
 //! The drivers are those of the driver manifest (drivers/drivers.toml) with
 //! `conformance = true`: the build script writes the list, and a driver joins with its entry.
@@ -61,6 +62,10 @@ macro_rules! conformance {
                 for mode in ["restricted", "const", "flexible"] {
                     common::removed_device(DRIVER, mode);
                 }
+            }
+            #[test]
+            fn a_device_in_use_is_refused_naming_its_owner() {
+                common::device_in_use(DRIVER);
             }
             #[test]
             fn platform_failures_are_one_line_that_names_the_fix() {

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -119,6 +121,61 @@ static void config_write_u16(const struct pci_function *f, off_t offset, uint16_
 	}
 }
 
+// The process holding a flock on `fd`, from /proc/locks, whose lines read
+// `1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF` (device in hex, inode in decimal); 0 if unknown.
+static pid_t lock_owner(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		return 0;
+	}
+	char want[64];
+	snprintf(want, sizeof want, "%02x:%02x:%llu", major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino);
+	FILE *locks = fopen("/proc/locks", "r");
+	if (!locks) {
+		return 0;
+	}
+	char line[256], kind[32], mode[32], access[32], dev[64];
+	long pid = 0, found = 0;
+	while (!found && fgets(line, sizeof line, locks)) {
+		// Waiters read `1: -> FLOCK …` and do not parse: they are not owners.
+		if (sscanf(line, "%*s %31s %31s %31s %ld %63s", kind, mode, access, &pid, dev) == 5 &&
+		    strcmp(kind, "FLOCK") == 0 && strcmp(dev, want) == 0) {
+			found = pid;
+		}
+	}
+	fclose(locks);
+	return (pid_t)found;
+}
+
+// Takes the function for this process, as crates/platform's PciFunction::claim does: an
+// exclusive flock on its config file, held until exit, so that a second driver refuses a
+// device that another one runs instead of resetting it under it.
+static void claim(const struct pci_function *f)
+{
+	if (flock(f->config_fd, LOCK_EX | LOCK_NB) == 0) {
+		return;
+	}
+	if (errno != EWOULDBLOCK) {
+		die("locking %s/config: %s", f->dir, strerror(errno));
+	}
+	pid_t owner = lock_owner(f->config_fd);
+	if (owner <= 0) {
+		die("PCI function %s is in use by another process: stop that driver first, or give another port", f->address);
+	}
+	char path[64], name[64] = "";
+	snprintf(path, sizeof path, "/proc/%d/comm", (int)owner);
+	FILE *comm = fopen(path, "r");
+	if (comm) {
+		if (fgets(name, sizeof name, comm)) {
+			name[strcspn(name, "\n")] = '\0';
+		}
+		fclose(comm);
+	}
+	die("PCI function %s is in use by process %d (%s): stop that driver first, or give another port", f->address,
+	    (int)owner, name);
+}
+
 void pci_open(struct pci_function *f, const char *root, const char *address, uint16_t vendor, uint16_t device,
               const char *expected)
 {
@@ -153,6 +210,7 @@ void pci_open(struct pci_function *f, const char *root, const char *address, uin
 		    "%s/%s/driver/unbind` (we never unbind automatically)",
 		    f->address, basename(target), f->address, root, f->address);
 	}
+	claim(f);
 	// COMMAND register (config 0x04): memory space (bit 1) and bus master (bit 2) [82599 DS 9.3.3.3].
 	config_write_u16(f, 0x04, config_read_u16(f, 0x04) | (1u << 1) | (1u << 2));
 }

@@ -145,6 +145,12 @@ pub trait DmaSpace {
     /// that exited).
     fn maintain(&mut self) {}
 
+    /// Per BAR, the processes other than nicsim that map it now (a look at every process:
+    /// slow-path only). Spaces that know no processes return nothing.
+    fn bar_mappers(&mut self) -> &[Vec<u32>] {
+        &[]
+    }
+
     /// Bytes of driver memory the space resolves now (for statistics).
     fn known_bytes(&self) -> u64 {
         0

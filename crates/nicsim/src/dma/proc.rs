@@ -59,6 +59,9 @@ pub struct ProcDmaSpace {
     /// Bumped when regions are dropped (their indices change).
     generation: u64,
     driver_pids: Vec<u32>,
+    /// Per BAR (in the order given to [`ProcDmaSpace::new`]): the processes other than
+    /// nicsim that map it, as of the last full scan.
+    bar_mappers: Vec<Vec<u32>>,
     last_maintain: Instant,
     /// How many scans ran (for diagnostics).
     pub scans: u64,
@@ -86,6 +89,7 @@ impl ProcDmaSpace {
             hit: Cell::new([Hit::NONE; 2]),
             generation: 0,
             driver_pids: Vec::new(),
+            bar_mappers: vec![Vec::new(); bar_files.len()],
             last_maintain: Instant::now(),
             scans: 0,
         })
@@ -121,10 +125,19 @@ impl ProcDmaSpace {
         let me = std::process::id();
         let mut seen: Vec<VmaKey> = Vec::new();
         let mut drivers = Vec::new();
+        let mut mappers = vec![Vec::new(); self.bars.len()];
         for pid in pids {
             let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { continue };
             let vmas: Vec<VmaKey> = maps.lines().filter_map(|l| parse_maps_line(pid, l)).collect();
-            let maps_bar = vmas.iter().any(|v| self.bars.iter().any(|&(d, i)| v.dev == d && v.inode == i));
+            let mut maps_bar = false;
+            for (b, &(d, i)) in self.bars.iter().enumerate() {
+                if vmas.iter().any(|v| v.dev == d && v.inode == i) {
+                    maps_bar = true;
+                    if pid != me {
+                        mappers[b].push(pid);
+                    }
+                }
+            }
             if !maps_bar {
                 continue;
             }
@@ -149,6 +162,7 @@ impl ProcDmaSpace {
         }
         if full {
             self.driver_pids = drivers;
+            self.bar_mappers = mappers;
         }
         if full && forget {
             // Forget mappings that are gone (process exited or unmapped them), releasing pages.
@@ -256,6 +270,11 @@ impl DmaSpace for ProcDmaSpace {
 
     fn known_bytes(&self) -> u64 {
         self.mapped_bytes()
+    }
+
+    fn bar_mappers(&mut self) -> &[Vec<u32>] {
+        self.rescan(true, false);
+        &self.bar_mappers
     }
 
     fn maintain(&mut self) {

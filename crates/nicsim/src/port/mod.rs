@@ -366,6 +366,20 @@ impl Port {
         self.config.remove();
     }
 
+    /// Lint when more than one process maps this function's BAR0 (`pids`, nicsim excluded):
+    /// on the card one driver owns a function (VFIO group, DPDK lock); two reset and program
+    /// it under each other.
+    pub fn warn_if_shared(&mut self, pids: &[u32]) {
+        if pids.len() > 1 {
+            let list: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
+            let message = format!(
+                "BAR0 is mapped by processes {} at once, and one of them just reset the device: two drivers own one function",
+                list.join(", ")
+            );
+            self.lint.warn(CTRL, self.reg(CTRL), crate::lint::Rule::SharedFunction, message);
+        }
+    }
+
     /// Whether any queue is enabled (the engine may idle when none is).
     pub fn busy(&self) -> bool {
         !self.active_rx.is_empty() || !self.active_tx.is_empty() || !self.fifo.is_empty()

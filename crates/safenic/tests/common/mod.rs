@@ -476,6 +476,33 @@ pub fn removed_device(driver: Driver, mode: &str) {
     assert!(forwarded.iter().all(|&n| n > 0), "{} {mode}: forwarded before the removal: {forwarded:?}", driver.name);
 }
 
+/// A second driver started on functions that `driver` runs, itself or the Rust driver, is
+/// refused with one line naming the owner's PID before it touches the device; the first one
+/// forwards on undisturbed and nicsim counts no further reset.
+pub fn device_in_use(driver: Driver) {
+    let sim = Sim::start(&format!("{}-in-use", driver.name));
+    // Lossless, so that the count below holds on a loaded host too.
+    let mut first = sim.fwd(driver, "restricted", &[A, B, "--flow-control"]);
+    sim.wait_driver_ready(&mut first);
+    let resets: Vec<u64> = sim.stats().ports.iter().map(|p| p.resets).collect();
+    for second in [driver, RUST] {
+        for args in [[A, B], [B, A]] {
+            let out = sim.fwd(second, "const", &args).wait_for_exit(Duration::from_secs(20)).expect("waiting");
+            let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            assert!(out.status.code().is_some_and(|c| c != 0), "{} after {}: refused: {err}", second.name, driver.name);
+            assert_eq!(err.lines().count(), 1, "one line: {err}");
+            let owner = format!("{} is in use by process {} (", args[0], first.id());
+            assert!(err.contains(&owner) && err.contains("stop that driver first"), "{err}");
+        }
+    }
+    let s = sim.stats();
+    assert_eq!(s.ports.iter().map(|p| p.resets).collect::<Vec<_>>(), resets, "nothing reset the first driver's device");
+    let n = 10_000;
+    let s = sim.send_both_ways(TrafficSpec { rate_pps: Some(RATE_PPS), count: Some(n), ..TrafficSpec::default() });
+    let summary = stop_driver(driver, "restricted", first);
+    assert_lossless(&s, &summary, n, true);
+}
+
 /// Runs `driver mode args` (no nicsim needed) and returns its one-line error.
 pub fn fwd_error(driver: Driver, mode: &str, args: &[&str]) -> String {
     let words = driver.words(mode);
