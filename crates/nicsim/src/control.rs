@@ -38,6 +38,9 @@ pub enum Request {
     /// Hold (or release) a port's transmitter, as a link partner's flow-control pause does:
     /// answers [`Done`].
     PauseTx { port: usize, paused: bool },
+    /// Plug a port's cable in (`up`: link setup starts) or pull it (the link goes down now);
+    /// on a cabled port both ends: answers [`Done`].
+    Link { port: usize, up: bool },
     /// Surprise-remove a port: its BAR0 and configuration space read all-ones from now on,
     /// and its generator stops: answers [`Done`].
     Remove { port: usize },
@@ -126,6 +129,8 @@ pub struct PortStats {
     pub in_flight: InFlight,
     /// Surprise-removed (`nicsim remove`).
     pub removed: bool,
+    /// The link is up (LINKS.LINK_UP).
+    pub link_up: bool,
 }
 
 /// The whole engine's statistics.

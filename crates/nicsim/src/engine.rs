@@ -162,8 +162,9 @@ impl<D: DmaSpace> Engine<D> {
                 send_pause(ports, wires[i].cable, pause, now_ps);
             }
             let w = &mut wires[i];
-            if ports[i].flow.partner_paused(now_ps) {
-                // Our XOFF holds the link partner: the generator sends nothing meanwhile.
+            if ports[i].flow.partner_paused(now_ps) || !ports[i].link_up() {
+                // Our XOFF holds the link partner, or there is no link: the generator sends
+                // nothing meanwhile.
                 w.generator.hold(now_ps);
                 continue;
             }
@@ -338,6 +339,14 @@ impl<D: DmaSpace> Engine<D> {
                 self.ports[i].tx_paused = paused;
                 Ok(Reply::Done(Done {}))
             }
+            Request::Link { port, up } => {
+                let i = self.port_index(port)?;
+                self.ports[i].set_cable(up);
+                if let Some(j) = self.wires[i].cable {
+                    self.ports[j].set_cable(up);
+                }
+                Ok(Reply::Done(Done {}))
+            }
             Request::Remove { port } => {
                 let i = self.port_index(port)?;
                 self.wires[i].generator.stop();
@@ -390,6 +399,7 @@ impl<D: DmaSpace> Engine<D> {
                 },
                 in_flight: p.in_flight(&self.dma),
                 removed: p.removed,
+                link_up: p.link_up(),
             })
             .collect();
         Stats {

@@ -43,6 +43,9 @@ enum Cmd {
         /// Present the functions bound to a fake `ixgbe` kernel driver (unbind via sysfs).
         #[arg(long)]
         bound: bool,
+        /// Milliseconds link setup takes after power-on, CTRL.LNK_RST or `nicsim link up`.
+        #[arg(long, default_value_t = nicsim::port::DEFAULT_LINK_UP.as_millis() as u64)]
+        link_up_ms: u64,
     },
     /// Run CMD in a private mount namespace where nicsim's functions are /sys/bus/pci/devices.
     Exec {
@@ -83,6 +86,14 @@ enum Cmd {
     },
     /// Zero all counters.
     ResetCounters,
+    /// Pull a port's cable (`down`: the link goes down now) or plug it in (`up`: link setup
+    /// starts); on a cabled port, both ends.
+    Link {
+        #[arg(value_parser = ["up", "down"])]
+        state: String,
+        #[arg(long)]
+        port: usize,
+    },
     /// Surprise-remove a port: its registers and configuration space read all-ones from now on.
     Remove {
         #[arg(long)]
@@ -265,9 +276,11 @@ fn main() -> ExitCode {
 fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
     let session = Session::connect(root);
     match cmd {
-        Cmd::Serve { ports, cable, link_gbps, cpu, bound } => {
+        Cmd::Serve { ports, cable, link_gbps, cpu, bound, link_up_ms } => {
             platform::signals::install_termination_flag().map_err(|e| e.to_string())?;
-            let opts = ServeOptions { ports, root: root.to_path_buf(), cables: cable, gbps: link_gbps, cpu, bound };
+            let link_up = Duration::from_millis(link_up_ms);
+            let opts =
+                ServeOptions { ports, root: root.to_path_buf(), cables: cable, gbps: link_gbps, cpu, bound, link_up };
             let creates_root = !root.exists();
             let server = Server::start(&opts)?;
             // Only now: a guardian of a server that did not start would remove another's devices.
@@ -366,6 +379,7 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             session.capture(port, &path, direction, count)
         }
         Cmd::ResetCounters => session.reset_counters(),
+        Cmd::Link { state, port } => session.set_link(port, state == "up"),
         Cmd::Remove { port } => session.remove(port),
         Cmd::Shutdown => session.shutdown(),
         Cmd::Guard { remove_root } => {

@@ -40,6 +40,8 @@ pub struct ServeOptions {
     pub cpu: Option<usize>,
     /// Present the functions bound to a fake `ixgbe` kernel driver (unbind through sysfs).
     pub bound: bool,
+    /// How long link setup takes after power-on, CTRL.LNK_RST or a cable plugged in.
+    pub link_up: std::time::Duration,
 }
 
 /// A running server.
@@ -93,7 +95,8 @@ impl Server {
             };
             let config = PciConfig::new(map(&f.config, CONFIG_LEN)?, sysfs::bar0_phys(n));
             let bar = map(&f.resource0, BAR0_LEN)?;
-            let port = Port::new(n, bar, config, (n % 8) as u32, opts.gbps);
+            let mut port = Port::new(n, bar, config, (n % 8) as u32, opts.gbps);
+            port.set_link_setup(opts.link_up);
             let m = port.mac();
             info_ports.push(PortInfo {
                 port: n,

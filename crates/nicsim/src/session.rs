@@ -36,11 +36,20 @@ pub struct SessionOptions {
     pub cpu: Option<usize>,
     /// Functions bound to a fake kernel driver.
     pub bound: bool,
+    /// How long link setup takes.
+    pub link_up: Duration,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        SessionOptions { ports: 2, cables: Vec::new(), gbps: 10.0, cpu: Some(0), bound: false }
+        SessionOptions {
+            ports: 2,
+            cables: Vec::new(),
+            gbps: 10.0,
+            cpu: Some(0),
+            bound: false,
+            link_up: crate::port::DEFAULT_LINK_UP,
+        }
     }
 }
 
@@ -57,6 +66,7 @@ impl Session {
             gbps: opts.gbps,
             cpu: opts.cpu,
             bound: opts.bound,
+            link_up: opts.link_up,
         };
         Ok(Session { link: Link::InProcess(Server::start(&serve)?), root, _scratch: Some(scratch) })
     }
@@ -126,6 +136,11 @@ impl Session {
     /// Ends the capture of `port`; returns the frames written.
     pub fn end_capture(&self, port: usize) -> Result<u64, String> {
         self.call::<CaptureEnd>(Request::PcapStop { port }).map(|c| c.written)
+    }
+
+    /// Plugs the cable of `port` in or pulls it (both ends of a cable).
+    pub fn set_link(&self, port: usize, up: bool) -> Result<(), String> {
+        self.call::<Done>(Request::Link { port, up }).map(drop)
     }
 
     /// Surprise-removes `port` (see [`crate::port::Port::remove`]).

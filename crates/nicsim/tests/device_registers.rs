@@ -1,11 +1,14 @@
-//! The device model's registers: reset, write semantics, master disable, lint, queue enables.
+//! The device model's registers: reset, write semantics, master disable, lint, queue enables,
+//! the link.
 //! A "driver" writes the BAR through a second mapping of the same file (see common/rig.rs).
 
 mod common;
 
 use common::rig::*;
 use nicsim::lint::Rule;
+use nicsim::port::EICR_LSC;
 use nicsim::regs::*;
+use std::time::{Duration, Instant};
 
 #[test]
 fn reset_values_and_self_clearing_reset() {
@@ -179,4 +182,58 @@ fn a_queue_enabled_again_uses_its_new_ring() {
     assert_eq!(got, f, "the frame is in the new ring's first buffer");
     assert_eq!((r.mem().read_u64(ring + 8) >> 32) & 1, 1, "DD in the new ring");
     assert_eq!(r.mem().read_u64(16 + 8), 0, "the old ring is left alone");
+}
+
+/// LINKS bits 30 (Link Up) and 7 (Link Status) [DS 8.2.3.22.20].
+const LINKS_UP_BITS: u32 = (1 << 30) | (1 << 7);
+
+/// Waits (through the slow path) until the link is up, at most `limit`; returns how long.
+fn until_link_up(r: &mut Rig, limit: Duration) -> Duration {
+    let start = Instant::now();
+    while r.rd(LINKS) & LINKS_UP_BITS != LINKS_UP_BITS {
+        assert!(start.elapsed() < limit, "link up within {limit:?}");
+        std::thread::sleep(Duration::from_millis(1));
+        r.sync();
+    }
+    start.elapsed()
+}
+
+#[test]
+fn the_link_comes_up_after_setup_and_follows_resets_and_the_cable() {
+    let setup = Duration::from_millis(30);
+    let mut r = Rig::new();
+    r.port.set_link_setup(setup);
+    let down = |r: &Rig| r.rd(LINKS) & LINKS_UP_BITS == 0 && r.rd(STATUS) & STATUS_LINK_UP == 0;
+    assert!(down(&r), "down while link setup runs: LINKS {:#x}", r.rd(LINKS));
+    let took = until_link_up(&mut r, Duration::from_secs(5));
+    assert!(took >= setup - Duration::from_millis(2), "not before setup completes: {took:?}");
+    assert_ne!(r.rd(STATUS) & STATUS_LINK_UP, 0);
+    assert_ne!(r.rd(EICR) & EICR_LSC, 0, "link status change");
+    // (Writing back the 1 that EICR holds, to clear it, changes nothing nicsim can see.)
+
+    // A software reset keeps the link; a link reset restarts it.
+    r.wr(CTRL, CTRL_RST);
+    assert_eq!(r.rd(LINKS) & LINKS_UP_BITS, LINKS_UP_BITS, "CTRL.RST leaves the link up");
+    r.wr(CTRL, CTRL_LNK_RST);
+    assert_eq!(r.rd(CTRL) & CTRL_LNK_RST, 0, "self-clearing");
+    assert!(down(&r), "CTRL.LNK_RST takes the link down");
+    until_link_up(&mut r, Duration::from_secs(5));
+
+    // The cable out: down at once, with LSC, and nothing is sent; back in: up after setup.
+    let ring = r.tx_ring(0, 8, None);
+    // Write 1 to clear, with a bit more so that the write differs from what EICR holds.
+    r.wr(EICR, EICR_LSC | 1);
+    assert_eq!(r.rd(EICR) & EICR_LSC, 0, "LSC cleared");
+    r.port.set_cable(false);
+    assert!(down(&r) && r.rd(EICR) & EICR_LSC != 0);
+    r.mem().write_bytes(0x20000, &frame(60, 1));
+    r.mem().write_u64(ring, DMA_BASE + 0x20000);
+    r.mem().write_u64(ring + 8, 60 | (0b1011 << 24));
+    r.wr(tdt(0), 1);
+    assert!(r.transmit().is_empty(), "nothing leaves a port without link");
+    r.sync();
+    assert!(down(&r), "no link without the cable, however long: LINKS {:#x}", r.rd(LINKS));
+    r.port.set_cable(true);
+    until_link_up(&mut r, Duration::from_secs(5));
+    assert_eq!(r.transmit().len(), 1, "the queued frame leaves once the link is up");
 }

@@ -365,3 +365,34 @@ fn lint_names_two_processes_that_map_one_function() {
         assert!(warning.message.contains(&pid.to_string()), "names {pid}: {}", warning.message);
     }
 }
+
+/// `nicsim link down|up`: on a cabled pair the pull takes both ends down, LINKS says so, and
+/// both come back after `--link-up-ms`.
+#[test]
+fn a_cable_pull_takes_both_ends_down_until_it_is_plugged_in() {
+    let sim = Nicsim::start("link", &["--cable", "0-1", "--link-up-ms", "50"]);
+    let (da, db) = (sim.open(A), sim.open(B));
+    let up = |d: &Device| d.read(LINKS) & (1 << 30) != 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(up(&da) && up(&db)) {
+        assert!(Instant::now() < deadline, "both links up after power-on");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let link = |state: &str| {
+        Command::new(BIN).args(["--root", sim.root.to_str().unwrap(), "link", state, "--port", "0"]).output().unwrap()
+    };
+    assert!(link("down").status.success());
+    let s = sim.stats();
+    assert!(!s.ports[0].link_up && !s.ports[1].link_up, "both ends of the cable");
+    assert!(!up(&da) && !up(&db));
+    let plugged = Instant::now();
+    assert!(link("up").status.success());
+    while !(up(&da) && up(&db)) {
+        assert!(Instant::now() < deadline, "both links up again");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(plugged.elapsed() >= Duration::from_millis(45), "after link setup: {:?}", plugged.elapsed());
+    let out = link("sideways");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("up") && err.contains("down"), "{err}");
+}

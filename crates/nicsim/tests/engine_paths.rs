@@ -43,13 +43,10 @@ impl Rig {
         for i in 0..2 {
             let (bar_dev, bar) = twice(BAR0_LEN, &format!("bar{i}"));
             let (cfg_dev, cfg) = twice(CONFIG_LEN, &format!("cfg{i}"));
-            ports.push(Port::new(
-                i,
-                bar_dev,
-                PciConfig::new(cfg_dev, 0xF800_0000 + i as u64 * 0x10_0000),
-                i as u32,
-                10.0,
-            ));
+            let mut port =
+                Port::new(i, bar_dev, PciConfig::new(cfg_dev, 0xF800_0000 + i as u64 * 0x10_0000), i as u32, 10.0);
+            port.set_link_setup(std::time::Duration::ZERO);
+            ports.push(port);
             cfg.write_u16(4, cfg.read_u16(4) | 0b110); // memory space + bus master
             bars.push(bar);
             cfgs.push(cfg);

@@ -127,7 +127,10 @@ fn engine_with<D: DmaSpace>(dma: D) -> (Engine<D>, Vec<MappedRegion>, Vec<Mapped
         let (bar_dev, bar) = twice(BAR0_LEN, &format!("fuzz-bar{i}"));
         let (cfg_dev, cfg) = twice(CONFIG_LEN, &format!("fuzz-cfg{i}"));
         let config = PciConfig::new(cfg_dev, 0xF800_0000 + i as u64 * 0x10_0000);
-        ports.push(Port::new(i, bar_dev, config, i as u32, 10.0));
+        let mut port = Port::new(i, bar_dev, config, i as u32, 10.0);
+        // The fuzzer's own `link` actions take it down and up.
+        port.set_link_setup(std::time::Duration::ZERO);
+        ports.push(port);
         cfg.write_u16(4, cfg.read_u16(4) | 0b110);
         bars.push(bar);
         cfgs.push(cfg);
@@ -364,12 +367,13 @@ fn traffic(rng: &mut Rng) -> TrafficSpec {
 
 fn control(rng: &mut Rng) -> Request {
     let port = if rng.chance(16) { PORTS + rng.below(3) as usize } else { rng.below(PORTS as u64) as usize };
-    match rng.below(7) {
+    match rng.below(8) {
         0 | 1 => Request::Start { port, spec: traffic(rng) },
         2 => Request::Stop { port },
         3 => Request::SetRate { port, rate_pps: rng.chance(2).then(|| f64::from_bits(rng.next())) },
         4 => Request::PauseTx { port, paused: rng.chance(2) },
         5 => Request::ResetCounters,
+        6 => Request::Link { port, up: rng.chance(2) },
         _ => Request::Lint,
     }
 }

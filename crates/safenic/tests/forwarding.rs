@@ -121,3 +121,32 @@ fn a_killed_nicsim_ends_the_driver_with_one_line() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// With a port's cable out the driver waits for its link, forwards once it comes up, and
+/// when it never comes gives up after its 10 s with one line that names the cable.
+#[test]
+fn a_driver_waits_for_the_link_and_says_when_it_never_comes() {
+    let sim = Sim::start("link");
+    sim.set_link(0, false).unwrap();
+    let mut child = sim.fwd(RUST, "const", &[A, B, "--flow-control"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "still waiting for the link: {}", child.output());
+    let s = sim.stats();
+    assert!(!s.ports[0].link_up && s.ports[1].link_up);
+    assert_eq!(s.ports[0].rx_queues_enabled, 0, "no queue before the link is up");
+    sim.set_link(0, true).unwrap();
+    sim.wait_driver_ready(&mut child);
+    let n = 10_000;
+    let s = sim.send_both_ways(TrafficSpec { rate_pps: Some(common::RATE_PPS), count: Some(n), ..TrafficSpec::default() });
+    let summary = common::stop_driver(RUST, "const", child);
+    common::assert_lossless(&s, &summary, n, true);
+
+    sim.set_link(1, false).unwrap();
+    let started = Instant::now();
+    let out = sim.fwd(RUST, "const", &[A, B]).wait_for_exit(Duration::from_secs(60)).expect("waiting");
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert!(out.status.code().is_some_and(|c| c != 0), "gives up by itself: {:?} {err}", out.status);
+    assert!(started.elapsed() >= Duration::from_secs(10), "after its 10 s");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains(B) && err.contains("link up") && err.contains("cable"), "{err}");
+}

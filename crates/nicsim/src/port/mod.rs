@@ -9,9 +9,11 @@
 //!
 //! Each file holds one `impl Port` block: [`registers`] (driver writes and their effects),
 //! [`rx`] (receive, packet buffer), [`rx_run`] (the receive fast path), [`tx`] (both transmit
-//! paths) with [`tx_output`] (where sent frames go), [`faults`] (DMA faults) and [`stats`].
+//! paths) with [`tx_output`] (where sent frames go), [`faults`] (DMA faults), [`link`] and
+//! [`stats`].
 
 mod faults;
+mod link;
 mod registers;
 mod rx;
 mod rx_run;
@@ -21,6 +23,7 @@ mod tx_output;
 
 pub use crate::regs::Direction;
 pub use faults::{Access, DmaFault};
+pub use link::{Link, DEFAULT_LINK_UP, EICR_LSC};
 pub use registers::{PRIORITY_REGISTERS, SWEEP_DWORDS};
 pub use rx_run::{RxRun, RX_WRITE_BACK_CHUNK};
 pub use stats::{DeviceCounters, Drops, InFlight, QueueState};
@@ -176,6 +179,7 @@ pub struct Port {
     /// Surprise-removed ([`Port::remove`]): BAR0 and configuration space read all-ones and
     /// the port does nothing more.
     pub removed: bool,
+    pub link: Link,
 }
 
 /// The MAC address nicsim gives port `n`: locally administered 02:00:00:00:00:0n.
@@ -229,8 +233,9 @@ impl Port {
             resets: 0,
             sweep: 0,
             removed: false,
+            link: Link::new(DEFAULT_LINK_UP),
         };
-        p.reset();
+        p.reset_with_link();
         p.resets = 0;
         p
     }
@@ -288,12 +293,31 @@ impl Port {
         self.flow.reset();
         self.fifo_clear();
         self.rebuild_rar();
-        self.update_status();
+        // A software reset leaves the link as it is (Linux and DPDK reset with CTRL.RST while
+        // the link is up precisely not to renegotiate it); LINKS and STATUS say so again.
+        self.show_link();
         self.refresh_paths();
     }
 
+    /// CTRL.LNK_RST: a reset that restarts the link too [DS 8.2.3.1.1]; and power-on.
+    pub(super) fn reset_with_link(&mut self) {
+        self.reset();
+        // Down without an LSC interrupt: EICR has just been reset with everything else.
+        self.link.up = false;
+        self.restart_link();
+    }
+
+    /// How long link setup takes from now on; restarts it.
+    pub fn set_link_setup(&mut self, setup: std::time::Duration) {
+        self.link.setup = setup;
+        self.restart_link();
+    }
+
     fn update_status(&mut self) {
-        let mut s = (self.lan_id & 3) << 2 | STATUS_LINK_UP;
+        let mut s = (self.lan_id & 3) << 2;
+        if self.link.up {
+            s |= STATUS_LINK_UP;
+        }
         if self.config.bus_master() && self.reg(CTRL) & CTRL_GIO_DIS == 0 {
             s |= STATUS_GIO;
         }
@@ -361,6 +385,8 @@ impl Port {
         self.fifo_clear();
         self.paths = PathConfig::default();
         self.flow.reset();
+        self.link.up = false;
+        self.link.cable_in = false;
         self.shadow.iter_mut().for_each(|v| *v = u32::MAX);
         self.bar.fill(0, BAR0_LEN, 0xFF);
         self.config.remove();

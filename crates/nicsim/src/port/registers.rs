@@ -24,6 +24,7 @@ impl Port {
             self.keep_reading_all_ones();
             return;
         }
+        self.advance_link();
         self.apply_driver_writes();
         self.refresh_paths();
     }
@@ -192,7 +193,11 @@ impl Port {
         }
         match canon {
             CTRL => {
-                if value & (CTRL_RST | CTRL_LNK_RST) != 0 {
+                if value & CTRL_LNK_RST != 0 {
+                    self.reset_with_link();
+                    return true;
+                }
+                if value & CTRL_RST != 0 {
                     self.reset();
                     return true;
                 }

@@ -33,7 +33,7 @@ impl Port {
     /// leave no faster than line rate: a frame starts only when the wire is free.
     pub fn transmit(&mut self, dma: &mut impl DmaSpace, now_ps: u64, out: &mut impl TxOutput) {
         let n = self.active_tx.len();
-        if n == 0 || !self.paths.tx_open || self.transmitter_paused(now_ps) {
+        if n == 0 || !self.paths.tx_open || !self.link.up || self.transmitter_paused(now_ps) {
             return;
         }
         for k in 0..n {
