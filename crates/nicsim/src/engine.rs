@@ -7,7 +7,7 @@
 //! statistics and answers control requests.
 
 use crate::control::{CaptureEnd, Done, Info, PortStats, Reply, Request, Stats, Stopped};
-use crate::dma::DmaSpace;
+use crate::dma::{DmaSpace, Domain};
 use crate::flow_control::{FlowStats, Pause};
 use crate::lint::LintWarning;
 use crate::port::{Port, TxBatch};
@@ -116,14 +116,14 @@ impl<D: DmaSpace> Engine<D> {
             let captured = wires[i].pcap.as_ref().is_some_and(|p| p.direction != Captured::Rx);
             if wires[i].cable.is_none() && !ports[i].loops_back() && !captured {
                 // Only the sink sees these frames: it reads them in driver memory.
-                ports[i].transmit(dma, now_ps, &mut wires[i].sink);
+                ports[i].transmit(&mut Domain::new(dma, i), now_ps, &mut wires[i].sink);
                 continue;
             }
             batch.clear();
             batch.loopback = ports[i].loops_back();
             let receiver = if batch.loopback { Some(i) } else { wires[i].cable };
             batch.limit(receiver.map_or(usize::MAX, |j| ports[j].lossless_room()));
-            ports[i].transmit(dma, now_ps, batch);
+            ports[i].transmit(&mut Domain::new(dma, i), now_ps, batch);
             if batch.is_empty() {
                 continue;
             }
@@ -142,6 +142,7 @@ impl<D: DmaSpace> Engine<D> {
             };
             let w = &mut wires[j];
             let port = &mut ports[j];
+            let dma = &mut Domain::new(dma, j);
             let mut run = port.rx_run_begin(dma);
             for (frame, end_ps) in batch.iter() {
                 if !batch.loopback {
@@ -156,6 +157,7 @@ impl<D: DmaSpace> Engine<D> {
             port.rx_run_end(dma, run);
         }
         for i in 0..ports.len() {
+            let dma = &mut Domain::new(dma, i);
             ports[i].drain_fifo(dma);
             let buffered = ports[i].packet_buffer_bytes();
             if let Some(pause) = ports[i].flow.update(buffered, now_ps) {

@@ -396,3 +396,78 @@ fn a_cable_pull_takes_both_ends_down_until_it_is_plugged_in() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("up") && err.contains("down"), "{err}");
 }
+
+/// The byte the victim's memory holds.
+const VICTIM_BYTE: u8 = 0x5A;
+
+/// A driver process that maps only port 1's BAR and holds a hugepage of [`VICTIM_BYTE`]s;
+/// prints the page's physical address, and once its standard input closes, whether the page is
+/// intact. Run by `a_function_does_not_reach_memory_of_a_process_that_maps_another`.
+#[test]
+#[ignore = "a helper process of a_function_does_not_reach_memory_of_a_process_that_maps_another"]
+fn victim_helper() {
+    use std::io::Read;
+    let Ok(devices) = std::env::var("NICSIM_VICTIM_DEVICES") else { return };
+    let _port1 = Device::open(Path::new(&devices), B).unwrap();
+    let page = platform::DmaMemory::allocate(platform::hugepage::HUGEPAGE, DmaBacking::AnonymousHugetlb).unwrap();
+    page.region().fill(0, platform::hugepage::HUGEPAGE, VICTIM_BYTE);
+    println!("victim page at {:#x}", page.phys(0));
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    let mut bytes = vec![0u8; platform::hugepage::HUGEPAGE];
+    page.region().read_bytes(0, &mut bytes);
+    println!("{}", if bytes.iter().all(|&b| b == VICTIM_BYTE) { "INTACT" } else { "CHANGED" });
+}
+
+/// Each function has its own DMA domain, as behind an IOMMU: a driver of port 0 that gives its
+/// device the address of memory of a process that maps only port 1 gets DMA faults naming
+/// that process; nothing is written there and nothing of it goes on the wire.
+#[test]
+fn a_function_does_not_reach_memory_of_a_process_that_maps_another() {
+    use std::io::BufRead;
+    let sim = Nicsim::start("domains", &[]);
+    let mut victim = platform::Reaped::spawn(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "victim_helper", "--nocapture", "--test-threads=1"])
+            .env("NICSIM_VICTIM_DEVICES", sim.devices())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped()),
+    )
+    .unwrap();
+    let mut lines = std::io::BufReader::new(victim.take_stdout().unwrap()).lines();
+    let page = lines
+        .by_ref()
+        // (libtest writes `test victim_helper ... ` before it on the same line.)
+        .find_map(|l| u64::from_str_radix(l.ok()?.split_once("victim page at 0x")?.1.trim(), 16).ok())
+        .expect("the victim says where its page is");
+
+    // The hostile driver: this process, on port 0 only.
+    let da = sim.open(A);
+    da.init_ixy().unwrap();
+    let q = IxyQueue::new(&da, 64, DmaBacking::HugetlbfsFile(None)).unwrap();
+    q.mem.region().write_u64(q.rx_descriptor(0), page + 4096);
+    sim.start_traffic(0, TrafficSpec { count: Some(1), ..TrafficSpec::default() }).unwrap();
+    let fault_on = |access: nicsim::port::Access| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let s = sim.stats();
+            if let Some(f) = s.ports[0].faults.iter().find(|f| f.access == access) {
+                return (f.clone(), s);
+            }
+            assert!(Instant::now() < deadline, "a {access} fault on port 0: {:?}", s.ports[0].faults);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let (f, _) = fault_on(nicsim::port::Access::PacketBufferWrite);
+    assert_eq!((f.address, f.owner), (page + 4096, Some(victim.id())), "{f:?}");
+    // Transmit from the victim's page: the frame descriptor faults, nothing is sent.
+    let d = q.tx_descriptor(0);
+    q.mem.region().write_u64(d, page);
+    q.mem.region().write_u64(d + 8, 0x2B30_0000 | 60 | (60 << 46));
+    da.write(tdt(0), 1);
+    let (f, s) = fault_on(nicsim::port::Access::PacketBufferRead);
+    assert_eq!((f.address, f.owner), (page, Some(victim.id())), "{f:?}");
+    assert_eq!(s.ports[0].sink_packets, 0, "nothing of the victim's page on the wire");
+    drop(victim.take_stdin());
+    let verdict = lines.map_while(Result::ok).find(|l| l.contains("INTACT") || l.contains("CHANGED"));
+    assert_eq!(verdict.as_deref(), Some("INTACT"), "nothing written into the victim's page");
+}

@@ -86,6 +86,11 @@ impl Reaped {
         signals::send(self.id(), signal)
     }
 
+    /// Its piped standard input, for a caller that writes to it (or closes it).
+    pub fn take_stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.child().stdin.take()
+    }
+
     /// Its piped standard output, for a caller that reads it as it comes (or closes it).
     pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
         self.child().stdout.take()

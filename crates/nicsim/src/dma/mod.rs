@@ -155,6 +155,65 @@ pub trait DmaSpace {
     fn known_bytes(&self) -> u64 {
         0
     }
+
+    /// Whether function `port`'s DMA reaches region `index`: on a machine with an IOMMU each
+    /// function has its own domain. Spaces that know no owners reach everything.
+    fn reaches(&self, _port: usize, _index: usize) -> bool {
+        true
+    }
+
+    /// The process whose memory `phys` is, among all known driver memory (for fault reports).
+    fn owner(&self, _phys: u64) -> Option<u32> {
+        None
+    }
+}
+
+/// The part of a [`DmaSpace`] that one function reaches, as its IOMMU domain would allow:
+/// what every access of that function's engines goes through. Addresses outside it resolve
+/// nowhere, which is a DMA fault.
+pub struct Domain<'a, D: DmaSpace> {
+    space: &'a mut D,
+    port: usize,
+}
+
+impl<'a, D: DmaSpace> Domain<'a, D> {
+    #[inline(always)]
+    pub fn new(space: &'a mut D, port: usize) -> Self {
+        Domain { space, port }
+    }
+}
+
+impl<D: DmaSpace> DmaSpace for Domain<'_, D> {
+    #[inline(always)]
+    fn locate(&self, phys: u64) -> Option<Location> {
+        self.space.locate(phys).filter(|l| self.space.reaches(self.port, l.region))
+    }
+    fn window(&self, phys: u64) -> Option<Window> {
+        self.space.window(phys).filter(|w| self.space.reaches(self.port, w.region))
+    }
+    #[inline(always)]
+    fn region(&self, index: usize) -> &MappedRegion {
+        self.space.region(index)
+    }
+    fn discover(&mut self, phys: u64) -> bool {
+        self.space.discover(phys)
+    }
+    #[inline(always)]
+    fn generation(&self) -> u64 {
+        self.space.generation()
+    }
+    fn maintain(&mut self) {
+        self.space.maintain()
+    }
+    fn known_bytes(&self) -> u64 {
+        self.space.known_bytes()
+    }
+    fn reaches(&self, port: usize, index: usize) -> bool {
+        self.space.reaches(port, index)
+    }
+    fn owner(&self, phys: u64) -> Option<u32> {
+        self.space.owner(phys)
+    }
 }
 
 /// `phys` in `space`, looking for newly mapped memory if it is unknown. `None` is a DMA fault.

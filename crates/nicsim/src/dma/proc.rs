@@ -44,6 +44,9 @@ impl Hit {
 struct Region {
     key: VmaKey,
     map: MappedRegion,
+    /// Bit `n`: function `n` reaches this memory. Its process maps function `n`'s BAR, or
+    /// another process that maps the same file (memory shared on purpose) does.
+    ports: u32,
 }
 
 /// The DMA space of real driver processes, discovered through /proc.
@@ -62,6 +65,8 @@ pub struct ProcDmaSpace {
     /// Per BAR (in the order given to [`ProcDmaSpace::new`]): the processes other than
     /// nicsim that map it, as of the last full scan.
     bar_mappers: Vec<Vec<u32>>,
+    /// Per process seen mapping a BAR: bit `n` if it maps function `n`'s, as of its last scan.
+    pid_ports: Vec<(u32, u32)>,
     last_maintain: Instant,
     /// How many scans ran (for diagnostics).
     pub scans: u64,
@@ -90,6 +95,7 @@ impl ProcDmaSpace {
             generation: 0,
             driver_pids: Vec::new(),
             bar_mappers: vec![Vec::new(); bar_files.len()],
+            pid_ports: Vec::new(),
             last_maintain: Instant::now(),
             scans: 0,
         })
@@ -129,18 +135,20 @@ impl ProcDmaSpace {
         for pid in pids {
             let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { continue };
             let vmas: Vec<VmaKey> = maps.lines().filter_map(|l| parse_maps_line(pid, l)).collect();
-            let mut maps_bar = false;
+            let mut ports = 0u32;
             for (b, &(d, i)) in self.bars.iter().enumerate() {
                 if vmas.iter().any(|v| v.dev == d && v.inode == i) {
-                    maps_bar = true;
+                    ports |= 1 << b;
                     if pid != me {
                         mappers[b].push(pid);
                     }
                 }
             }
-            if !maps_bar {
+            self.pid_ports.retain(|&(p, _)| p != pid);
+            if ports == 0 {
                 continue;
             }
+            self.pid_ports.push((pid, ports));
             drivers.push(pid);
             for v in vmas {
                 if self.bars.iter().any(|&(d, i)| v.dev == d && v.inode == i) {
@@ -152,7 +160,7 @@ impl ProcDmaSpace {
                 }
                 if !self.regions.iter().any(|r| r.key == v) {
                     if let Some(map) = open_vma(&v) {
-                        self.regions.push(Region { key: v.clone(), map });
+                        self.regions.push(Region { key: v.clone(), map, ports: 0 });
                     } else {
                         continue;
                     }
@@ -163,6 +171,7 @@ impl ProcDmaSpace {
         if full {
             self.driver_pids = drivers;
             self.bar_mappers = mappers;
+            self.pid_ports.retain(|(p, _)| self.driver_pids.contains(p));
         }
         if full && forget {
             // Forget mappings that are gone (process exited or unmapped them), releasing pages.
@@ -172,7 +181,33 @@ impl ProcDmaSpace {
                 self.generation += 1;
             }
         }
+        self.assign_domains();
         self.rebuild_extents();
+    }
+
+    /// Which functions reach each region: those whose BAR its process maps, and those of
+    /// every other process that maps the same file. A change re-resolves what the engines
+    /// keep (the generation changes; region indices do not).
+    fn assign_domains(&mut self) {
+        let ports_of = |pid: u32| self.pid_ports.iter().find(|(p, _)| *p == pid).map_or(0, |(_, m)| *m);
+        let masks: Vec<u32> = self
+            .regions
+            .iter()
+            .map(|r| {
+                self.regions
+                    .iter()
+                    .filter(|o| o.key.dev == r.key.dev && o.key.inode == r.key.inode)
+                    .fold(0, |m, o| m | ports_of(o.key.pid))
+            })
+            .collect();
+        let mut changed = false;
+        for (r, m) in self.regions.iter_mut().zip(masks) {
+            changed |= r.ports != m;
+            r.ports = m;
+        }
+        if changed {
+            self.generation += 1;
+        }
     }
 
     fn rebuild_extents(&mut self) {
@@ -270,6 +305,15 @@ impl DmaSpace for ProcDmaSpace {
 
     fn known_bytes(&self) -> u64 {
         self.mapped_bytes()
+    }
+
+    #[inline(always)]
+    fn reaches(&self, port: usize, index: usize) -> bool {
+        self.regions[index].ports & (1 << port) != 0
+    }
+
+    fn owner(&self, phys: u64) -> Option<u32> {
+        self.find(phys).map(|i| self.regions[self.extents[i].region].key.pid)
     }
 
     fn bar_mappers(&mut self) -> &[Vec<u32>] {

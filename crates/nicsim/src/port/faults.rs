@@ -47,6 +47,9 @@ pub struct DmaFault {
     pub descriptor: u32,
     pub address: u64,
     pub access: Access,
+    /// The process whose memory the address is, if it is another driver's: one that does not
+    /// map this function's BAR, so this function's DMA domain does not reach it.
+    pub owner: Option<u32>,
 }
 
 impl Port {
@@ -60,7 +63,7 @@ impl Port {
             let q = self.active_rx[k];
             let r = self.rx[q as usize];
             if !r.faulted && r.ring.is_some() && dma.locate(r.base).is_none() {
-                self.fault(Direction::Rx, q, r.head, r.base, Access::ReleasedRing);
+                self.fault(dma, Direction::Rx, q, r.head, r.base, Access::ReleasedRing);
                 stopped += 1;
             }
         }
@@ -69,7 +72,7 @@ impl Port {
             let t = &self.tx[q as usize];
             let (base, head) = (t.base, t.head);
             if t.enabled && !t.faulted && t.ring_seen && dma.locate(base).is_none() {
-                self.fault(Direction::Tx, q, head, base, Access::ReleasedRing);
+                self.fault(dma, Direction::Tx, q, head, base, Access::ReleasedRing);
                 stopped += 1;
             }
         }
@@ -77,18 +80,30 @@ impl Port {
     }
 
     /// Records a fault of `queue` at `descriptor` and stops the queue.
-    pub(super) fn fault(&mut self, direction: Direction, queue: u32, descriptor: u32, address: u64, access: Access) {
+    pub(super) fn fault(
+        &mut self,
+        dma: &impl DmaSpace,
+        direction: Direction,
+        queue: u32,
+        descriptor: u32,
+        address: u64,
+        access: Access,
+    ) {
         self.fault_count += 1;
         if self.faults.len() < MAX_FAULTS {
-            let what = match access {
-                Access::ReleasedRing => "the driver released this memory with the queue still enabled",
-                _ => "is not memory the driver gave the device",
+            let owner = dma.owner(address);
+            let what = match (access, owner) {
+                (Access::ReleasedRing, _) => "the driver released this memory with the queue still enabled".to_string(),
+                (_, Some(pid)) => {
+                    format!("is memory of process {pid}, which does not map this function's BAR (another function's domain)")
+                }
+                _ => "is not memory the driver gave the device".to_string(),
             };
             eprintln!(
                 "nicsim: DMA fault: port {} {direction} queue {queue} descriptor {descriptor}: {access} at {address:#x}: {what}; queue stopped",
                 self.index
             );
-            self.faults.push(DmaFault { port: self.index, direction, queue, descriptor, address, access });
+            self.faults.push(DmaFault { port: self.index, direction, queue, descriptor, address, access, owner });
         }
         match direction {
             Direction::Rx => self.rx[queue as usize].faulted = true,

@@ -234,7 +234,7 @@ impl Port {
         let next = if head + 1 == q.size { 0 } else { head + 1 };
         let buf = ring.read_qword0(dma, head);
         if !dma::write(dma, buf, frame) {
-            self.fault(Direction::Rx, qi, head, buf, Access::PacketBufferWrite);
+            self.fault(&*dma, Direction::Rx, qi, head, buf, Access::PacketBufferWrite);
             return RxWrite::Fault;
         }
         // The data must be visible before DD [DS 7.1.6].
@@ -270,7 +270,7 @@ impl Port {
         while done < total {
             let desc = descriptor_address(q.base, head);
             let Some(buf) = dma::read_u64(dma, desc) else {
-                self.fault(Direction::Rx, qi, head, desc, Access::DescriptorRead);
+                self.fault(&*dma, Direction::Rx, qi, head, desc, Access::DescriptorRead);
                 return RxWrite::Fault;
             };
             let n = q.buf_size.min(total - done);
@@ -283,7 +283,7 @@ impl Port {
                     dma::write(dma, buf.wrapping_add(from_frame as u64), &fcs[fcs_start..fcs_start + (n - from_frame)]);
             }
             if !ok {
-                self.fault(Direction::Rx, qi, head, buf, Access::PacketBufferWrite);
+                self.fault(&*dma, Direction::Rx, qi, head, buf, Access::PacketBufferWrite);
                 return RxWrite::Fault;
             }
             // The data must be visible before DD [DS 7.1.6].
@@ -300,7 +300,7 @@ impl Port {
                 dma::write_u64(dma, desc.wrapping_add(8), n as u64 | status << 32)
             };
             if !ok {
-                self.fault(Direction::Rx, qi, head, desc, Access::DescriptorWriteBack);
+                self.fault(&*dma, Direction::Rx, qi, head, desc, Access::DescriptorWriteBack);
                 return RxWrite::Fault;
             }
             head = if head + 1 == q.size { 0 } else { head + 1 };

@@ -89,7 +89,7 @@ impl Port {
             let addr = q.head_wb.unwrap_or(0);
             fence(Ordering::Release);
             if !dma::write_u32(dma, addr, value) {
-                self.fault(Direction::Tx, qi, value, addr, Access::HeadWriteBack);
+                self.fault(&*dma, Direction::Tx, qi, value, addr, Access::HeadWriteBack);
                 q.faulted = true;
             }
         }
@@ -219,7 +219,7 @@ impl Port {
             None => match dma::read_descriptor(dma, desc) {
                 Some(d) => d,
                 None => {
-                    self.fault(Direction::Tx, qi, q.head, desc, Access::DescriptorRead);
+                    self.fault(&*dma, Direction::Tx, qi, q.head, desc, Access::DescriptorRead);
                     q.faulted = true;
                     return false;
                 }
@@ -259,7 +259,7 @@ impl Port {
                 }
                 q.frame_bad = true;
             } else if !dma::read_append(dma, addr, len, &mut q.frame) {
-                self.fault(Direction::Tx, qi, q.head, addr, Access::PacketBufferRead);
+                self.fault(&*dma, Direction::Tx, qi, q.head, addr, Access::PacketBufferRead);
                 q.faulted = true;
                 q.frame.clear();
                 return false;
@@ -286,7 +286,7 @@ impl Port {
                 Some(r) => r.write_dword3(dma, q.head, status),
                 None if dma::write_u32(dma, desc.wrapping_add(12), status) => {}
                 None => {
-                    self.fault(Direction::Tx, qi, q.head, desc, Access::DescriptorWriteBack);
+                    self.fault(&*dma, Direction::Tx, qi, q.head, desc, Access::DescriptorWriteBack);
                     q.faulted = true;
                     return false;
                 }
