@@ -64,7 +64,12 @@ fn a_hundred_starts_into_running_traffic_report_no_dma_fault() {
         let child = sim.fwd(RUST, mode, &[A, B, "--seconds", "0.05"]);
         let out = child.wait_for_exit(Duration::from_secs(30)).expect("waiting for the driver");
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "start {start} ({mode}): {:?} {stdout} {}", out.status, String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "start {start} ({mode}): {:?} {stdout} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
         let forwarded = common::summary(RUST, mode, &stdout).forwarded;
         let s = sim.stats();
         let faults: Vec<_> = s.ports.iter().flat_map(|p| &p.faults).collect();
@@ -137,7 +142,8 @@ fn a_driver_waits_for_the_link_and_says_when_it_never_comes() {
     sim.set_link(0, true).unwrap();
     sim.wait_driver_ready(&mut child);
     let n = 10_000;
-    let s = sim.send_both_ways(TrafficSpec { rate_pps: Some(common::RATE_PPS), count: Some(n), ..TrafficSpec::default() });
+    let s =
+        sim.send_both_ways(TrafficSpec { rate_pps: Some(common::RATE_PPS), count: Some(n), ..TrafficSpec::default() });
     let summary = common::stop_driver(RUST, "const", child);
     common::assert_lossless(&s, &summary, n, true);
 

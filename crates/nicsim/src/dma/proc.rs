@@ -380,7 +380,8 @@ mod tests {
     fn memory_mapped_between_two_looks_is_found() {
         let dir = platform::fs::ScratchDir::new("nicsim-unit", "discover").unwrap();
         let bar_path = dir.path().join("resource0");
-        let bar = std::fs::OpenOptions::new().read(true).write(true).create(true).open(&bar_path).unwrap();
+        let bar =
+            std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&bar_path).unwrap();
         bar.set_len(4096).unwrap();
         // This process maps the "BAR", so it is a driver to the space.
         let _bar_map = MappedRegion::map_file(&bar, 0, 4096, false).unwrap();
