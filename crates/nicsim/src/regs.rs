@@ -412,7 +412,8 @@ pub fn spec_of(offset: u32) -> Option<RegSpec> {
         ESDP => spec("ESDP", 0x0000_0004, 0, 0, "8.2.3.1.4"),
         I2CCTL => spec("I2CCTL", 0x0000_000F, 0b0101, 0, "8.2.3.1.5"),
         LEDCTL => spec("LEDCTL", 0x0504_0100, 0, 0, "8.2.3.1.6"),
-        EIMS => spec("EIMS", 0, 0, 1 << 31, "8.2.3.5.3"),
+        // Bit 31 is what Linux and DPDK call OTHER and write with the rest (IXGBE_EIMS_ENABLE_MASK).
+        EIMS => spec("EIMS", 0, 0, 0, "8.2.3.5.3"),
         // Write-only: drivers write all ones ("clear every cause"), bit 31 included, and a
         // write-only register's reserved bits hold nothing to preserve.
         EIMC => spec("EIMC", 0, 0, 0, "8.2.3.5.4"),
@@ -431,8 +432,9 @@ pub fn spec_of(offset: u32) -> Option<RegSpec> {
         RXCTRL => spec("RXCTRL", 0, 0, !0b11, "8.2.3.8.10"),
         // DMAIDONE (bit 3) is read-only; bits 16:4 are reserved and read as 0x0880 [DS 8.2.3.8.8].
         RDRXCTL => spec("RDRXCTL", 0x0010_8808, RDRXCTL_DMAIDONE, 0x1FFF << 4, "8.2.3.8.8"),
-        // Only SBP, MPE, UPE and BAM are defined on the 82599 [DS 8.2.3.7.1].
-        FCTRL => spec("FCTRL", 0, 0, !((1 << 1) | FCTRL_MPE | FCTRL_UPE | FCTRL_BAM), "8.2.3.7.1"),
+        // SBP, MPE, UPE, BAM, PMCF (12) and DPF (13) are defined [DS 8.2.3.7.1]; Linux and DPDK
+        // set PMCF and DPF.
+        FCTRL => spec("FCTRL", 0, 0, !((1 << 1) | FCTRL_MPE | FCTRL_UPE | FCTRL_BAM | (1 << 12) | (1 << 13)), "8.2.3.7.1"),
         VLNCTRL => spec("VLNCTRL", 0x0000_8100, 0, 0, "8.2.3.7.2"),
         SECRXCTRL => spec("SECRXCTRL", 0x0000_0001, 0, 0, "8.2.3.12.x (SECRXCTRL)"),
         SECRXSTAT => spec("SECRXSTAT", 0x0000_0001, u32::MAX, 0, "8.2.3.12.x (SECRXSTAT)"),

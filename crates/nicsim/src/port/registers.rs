@@ -233,7 +233,9 @@ impl Port {
             }
             AUTOC => value &= !AUTOC_AN_RESTART, // self-clearing; link stays up
             I2CCTL => value = (value & 0b1010) | ((value >> 1) & 0b0101), // empty cage: inputs follow outputs
-            FCTRL if old != value && self.reg(RXCTRL) & RXCTRL_RXEN != 0 => self.lint.warn(
+            // Promiscuous and all-multicast are switched at run time by Linux (set_rx_mode) and
+            // DPDK (promiscuous_enable), receive enabled: only the other bits count.
+            FCTRL if (old ^ value) & !(FCTRL_UPE | FCTRL_MPE) != 0 && self.reg(RXCTRL) & RXCTRL_RXEN != 0 => self.lint.warn(
                 FCTRL,
                 value,
                 Rule::FctrlWhileRxEnabled,
