@@ -385,10 +385,19 @@ pub fn forward_flexible<const REWRITE: bool, const LOSSLESS: bool>(
 mod registry_tests {
     use super::*;
 
-    /// The name of a function as the audit sees it, without its generic arguments.
+    /// The name of a function as the audit sees it, without generic arguments anywhere in it
+    /// (`Meter<'_>::tick` is `Meter::tick`).
     fn name_of<T>(_: T) -> String {
-        let n = std::any::type_name::<T>();
-        n.split('<').next().unwrap_or(n).to_string()
+        let mut depth = 0;
+        std::any::type_name::<T>()
+            .chars()
+            .filter(|&c| {
+                depth += i32::from(c == '<');
+                let keep = depth == 0;
+                depth -= i32::from(c == '>');
+                keep && c != '>'
+            })
+            .collect()
     }
 
     #[test]
