@@ -35,6 +35,8 @@ pub struct Ceiling {
     /// Whole-run totals (warm-up included), to divide a profile of the whole run by.
     pub rx_frames_since_start: u64,
     pub engine_iterations_since_start: u64,
+    /// Time between two looks at the doorbells over the window.
+    pub doorbell_interval_ns: crate::wire::LatencySummary,
 }
 
 /// `n` frames over `secs` seconds, in millions per second.
@@ -66,13 +68,18 @@ pub fn measure(nicsim_exe: &Path, seconds: f64, gbps: f64) -> Result<Ceiling, St
         session.start_traffic(port, TrafficSpec::default())?;
     }
     std::thread::sleep(Duration::from_secs(1));
+    // The doorbell intervals of the window only (deltas of the other counters do not mind).
+    let warm_up = session.stats()?;
+    session.reset_counters()?;
     let s0 = session.stats()?;
     std::thread::sleep(Duration::from_secs_f64(seconds));
     let s1 = session.stats()?;
     for port in 0..2 {
         session.stop_traffic(port)?;
     }
-    Ok(ceiling_between(&s0, &s1, gbps))
+    let mut c = ceiling_between(&s0, &s1, gbps);
+    c.rx_frames_since_start += warm_up.ports.iter().map(|p| p.device.qprc.iter().sum::<u64>()).sum::<u64>();
+    Ok(c)
 }
 
 /// The ceiling from two snapshots of the same run.
@@ -104,5 +111,6 @@ fn ceiling_between(s0: &Stats, s1: &Stats, gbps: f64) -> Ceiling {
         engine_iterations_per_second: (s1.iterations - s0.iterations) as f64 / secs,
         rx_frames_since_start: s1.ports.iter().map(into_rx).sum(),
         engine_iterations_since_start: s1.iterations,
+        doorbell_interval_ns: s1.doorbell_interval_ns.clone(),
     }
 }

@@ -144,6 +144,9 @@ pub struct Stats {
     /// Bytes of driver memory nicsim can reach now; 0 once every driver that ran has exited
     /// (or released its memory) and nicsim noticed, within a second.
     pub driver_memory_bytes: u64,
+    /// Time between two looks at the doorbells (RDT, TDT) while queues run, in ns, since start
+    /// or the last reset of the counters.
+    pub doorbell_interval_ns: LatencySummary,
     pub ports: Vec<PortStats>,
 }
 

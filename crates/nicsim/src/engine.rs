@@ -9,6 +9,7 @@
 use crate::control::{CaptureEnd, Done, Info, PortStats, Reply, Request, Stats, Stopped};
 use crate::dma::{DmaSpace, Domain};
 use crate::flow_control::{FlowStats, Pause};
+use crate::histogram::LatencyHistogram;
 use crate::lint::LintWarning;
 use crate::port::{Port, TxBatch};
 use crate::wire::{Captured, Generator, LatencySummary, PcapWriter, Sink, WireClock};
@@ -54,6 +55,11 @@ pub struct Engine<D: DmaSpace> {
     next_scan_ps: u64,
     /// What the server says of itself; an engine without a server has none.
     info: Option<Info>,
+    /// Time between two looks at the doorbells while busy, in ns: how long a tail write can
+    /// go unseen (the card sees one within about a microsecond).
+    doorbell_gaps: LatencyHistogram,
+    /// When the doorbells were last looked at; 0 after an idle pause.
+    last_doorbell_ps: u64,
 }
 
 impl<D: DmaSpace> Engine<D> {
@@ -85,6 +91,8 @@ impl<D: DmaSpace> Engine<D> {
             clock_ps: 0,
             next_scan_ps: 0,
             info: None,
+            doorbell_gaps: LatencyHistogram::new(),
+            last_doorbell_ps: 0,
         }
     }
 
@@ -99,6 +107,10 @@ impl<D: DmaSpace> Engine<D> {
     pub fn step(&mut self, now_ps: u64) {
         self.iterations += 1;
         self.clock_ps = now_ps;
+        if self.last_doorbell_ps != 0 {
+            self.doorbell_gaps.record(now_ps.saturating_sub(self.last_doorbell_ps) / 1000);
+        }
+        self.last_doorbell_ps = now_ps;
         let Engine { ports, wires, dma, batch, .. } = self;
         let mut rescanned = false;
         for p in ports.iter_mut() {
@@ -255,6 +267,7 @@ impl<D: DmaSpace> Engine<D> {
                 if !self.busy() {
                     // Nothing enabled: poll registers at 10 kHz without burning the core.
                     std::thread::sleep(Duration::from_micros(100));
+                    self.last_doorbell_ps = 0;
                     continue;
                 }
             }
@@ -317,6 +330,7 @@ impl<D: DmaSpace> Engine<D> {
                     w.sink.reset();
                     w.generator.reset_counters();
                 }
+                self.doorbell_gaps = LatencyHistogram::new();
                 Ok(Reply::Done(Done {}))
             }
             Request::Pcap { port, path, direction, count } => {
@@ -408,6 +422,7 @@ impl<D: DmaSpace> Engine<D> {
             elapsed_ns: now_ps / 1000,
             iterations: self.iterations,
             driver_memory_bytes: self.dma.known_bytes(),
+            doorbell_interval_ns: LatencySummary::of(&self.doorbell_gaps),
             ports,
         }
     }

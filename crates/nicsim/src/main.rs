@@ -517,5 +517,12 @@ fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
         "  engine: {:.2} M iterations/s, {:.1} frames written per iteration",
         c.engine_iterations_per_second / 1e6,
         total_rx * 1e6 / c.engine_iterations_per_second.max(1.0)
+    )?;
+    let d = &c.doorbell_interval_ns;
+    cli::outln!(
+        "  doorbells looked at every {:.1} µs (median), {:.1} µs (99.9th percentile), {:.1} µs at most",
+        d.p50 as f64 / 1e3,
+        d.p999 as f64 / 1e3,
+        d.max as f64 / 1e3
     )
 }

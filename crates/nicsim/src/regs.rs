@@ -434,7 +434,9 @@ pub fn spec_of(offset: u32) -> Option<RegSpec> {
         RDRXCTL => spec("RDRXCTL", 0x0010_8808, RDRXCTL_DMAIDONE, 0x1FFF << 4, "8.2.3.8.8"),
         // SBP, MPE, UPE, BAM, PMCF (12) and DPF (13) are defined [DS 8.2.3.7.1]; Linux and DPDK
         // set PMCF and DPF.
-        FCTRL => spec("FCTRL", 0, 0, !((1 << 1) | FCTRL_MPE | FCTRL_UPE | FCTRL_BAM | (1 << 12) | (1 << 13)), "8.2.3.7.1"),
+        FCTRL => {
+            spec("FCTRL", 0, 0, !((1 << 1) | FCTRL_MPE | FCTRL_UPE | FCTRL_BAM | (1 << 12) | (1 << 13)), "8.2.3.7.1")
+        }
         VLNCTRL => spec("VLNCTRL", 0x0000_8100, 0, 0, "8.2.3.7.2"),
         SECRXCTRL => spec("SECRXCTRL", 0x0000_0001, 0, 0, "8.2.3.12.x (SECRXCTRL)"),
         SECRXSTAT => spec("SECRXSTAT", 0x0000_0001, u32::MAX, 0, "8.2.3.12.x (SECRXSTAT)"),

@@ -148,8 +148,8 @@ fn the_init_writes_of_linux_and_dpdk_raise_no_lint() {
     // RDRXCTL: CRCSTRIP, RSCACKC, FCOE_WRFIX set, RSCFRSTSIZE cleared (ixgbe_setup_rdrxctl).
     rmw(&mut r, RDRXCTL, (1 << 1) | (1 << 25) | (1 << 26), 0x1F << 17);
     r.wr(FCTRL, FCTRL_BAM | (1 << 12) | (1 << 13)); // BAM, PMCF, DPF with receive off
-    // RX queue 0: 128-byte aligned ring, SRRCTL as one plain write (2 KiB buffers, 256-byte
-    // header size, advanced one-buffer descriptors, DROP_EN).
+                                                    // RX queue 0: 128-byte aligned ring, SRRCTL as one plain write (2 KiB buffers, 256-byte
+                                                    // header size, advanced one-buffer descriptors, DROP_EN).
     r.wr(rdbal(0), DMA_BASE as u32);
     r.wr(rdbah(0), 0);
     r.wr(rdlen(0), 512 * 16);
@@ -168,7 +168,7 @@ fn the_init_writes_of_linux_and_dpdk_raise_no_lint() {
     rmw(&mut r, DMATXCTL, DMATXCTL_TE, 0);
     rmw(&mut r, txdctl(0), TXDCTL_ENABLE, 0);
     rmw(&mut r, RXCTRL, RXCTRL_RXEN | (1 << 1), 0); // DPDK sets DMBYPS too
-    // Interrupts on: IXGBE_EIMS_ENABLE_MASK without the queue bits (LSC, TCP timer, OTHER).
+                                                    // Interrupts on: IXGBE_EIMS_ENABLE_MASK without the queue bits (LSC, TCP timer, OTHER).
     r.wr(EIMS, (1 << 20) | (1 << 30) | (1 << 31));
     // At run time: promiscuous and all-multicast on and off.
     rmw(&mut r, FCTRL, FCTRL_UPE | FCTRL_MPE, 0);
