@@ -240,6 +240,10 @@ impl<D: DmaSpace> Engine<D> {
         self.dma.maintain();
         if self.dma.generation() != generation {
             for p in self.ports.iter_mut() {
+                // What the driver wrote before it let its memory go counts first: a queue it
+                // disabled (its store is in the BAR) is not one it left enabled, however
+                // little of the BAR the last sweeps covered.
+                p.scan_all();
                 p.stop_queues_on_released_memory(&self.dma);
             }
         }

@@ -40,6 +40,24 @@ impl Port {
                 return;
             }
         }
+        self.sweep_differences(|port, j| {
+            let value = port.bar.read_u32(j * 4);
+            port.check_dword(j, value)
+        });
+    }
+
+    /// A removed port: undoes what drivers wrote since, one sweep window at a time.
+    fn keep_reading_all_ones(&mut self) {
+        self.sweep_differences(|port, j| {
+            port.bar.write_u32(j * 4, u32::MAX);
+            false
+        });
+        self.config.remove();
+    }
+
+    /// Calls `on_difference` with each dword of the next [`SWEEP_DWORDS`] of the BAR that
+    /// differs from the shadow, until it returns true.
+    fn sweep_differences(&mut self, mut on_difference: impl FnMut(&mut Self, usize) -> bool) {
         let start = self.sweep;
         let end = start + SWEEP_DWORDS;
         self.sweep = end % BAR0_DWORDS;
@@ -48,26 +66,11 @@ impl Port {
         let mut i = start;
         while let Some(k) = self.bar.first_difference(i * 4, &self.shadow[i..end]) {
             let j = i + k;
-            let value = self.bar.read_u32(j * 4);
-            if self.check_dword(j, value) {
+            if on_difference(self, j) {
                 return;
             }
             i = j + 1;
         }
-    }
-
-    /// A removed port: undoes what drivers wrote since, one sweep window at a time.
-    fn keep_reading_all_ones(&mut self) {
-        let start = self.sweep;
-        let end = start + SWEEP_DWORDS;
-        self.sweep = end % BAR0_DWORDS;
-        let mut i = start;
-        while let Some(k) = self.bar.first_difference(i * 4, &self.shadow[i..end]) {
-            let j = i + k;
-            self.bar.write_u32(j * 4, u32::MAX);
-            i = j + 1;
-        }
-        self.config.remove();
     }
 
     /// Scans the whole BAR at once (tests, and after a reset when nothing else is pending).
