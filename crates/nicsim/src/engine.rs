@@ -224,12 +224,13 @@ impl<D: DmaSpace> Engine<D> {
 
     /// The slow path: register scan, statistics, housekeeping.
     pub fn scan(&mut self) {
-        let resets: u64 = self.ports.iter().map(|p| p.resets).sum();
+        let resets = |ports: &[Port]| ports.iter().map(|p| p.resets).sum::<u64>();
+        let before = resets(&self.ports);
         for p in self.ports.iter_mut() {
             p.scan();
             p.publish_counters();
         }
-        if self.ports.iter().map(|p| p.resets).sum::<u64>() != resets {
+        if resets(&self.ports) != before {
             // A driver resets a function as it takes it: is another process mapping it too?
             let mappers = self.dma.bar_mappers();
             for (p, pids) in self.ports.iter_mut().zip(mappers) {

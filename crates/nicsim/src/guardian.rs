@@ -7,7 +7,7 @@
 //! Serve's end is the end of a pipe: the guardian reads its standard input, whose other end
 //! only serve holds, and reads end-of-file once serve has exited, however it exited.
 
-use crate::server::socket_path;
+use crate::server::remove_tree;
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
@@ -66,13 +66,7 @@ pub fn remove_left_behind(root: &Path, remove_root: bool) -> Vec<String> {
             removed.push(name.to_string_lossy().into_owned());
         }
     }
-    let _ = std::fs::remove_file(socket_path(root));
-    for d in ["devices", "drivers"] {
-        let _ = std::fs::remove_dir_all(root.join(d));
-    }
-    if remove_root {
-        let _ = std::fs::remove_dir(root);
-    }
+    remove_tree(root, remove_root);
     removed
 }
 

@@ -195,13 +195,19 @@ impl Server {
                 engine.ports.iter_mut().for_each(|p| p.remove());
             }
         }
-        let _ = std::fs::remove_file(socket_path(&self.root));
-        for d in ["devices", "drivers"] {
-            let _ = std::fs::remove_dir_all(self.root.join(d));
-        }
-        if self.created_root {
-            let _ = std::fs::remove_dir(&self.root);
-        }
+        remove_tree(&self.root, self.created_root);
+    }
+}
+
+/// Removes what a server created under `root`: the socket, the devices and drivers trees and,
+/// with `created_root`, the root itself.
+pub fn remove_tree(root: &Path, created_root: bool) {
+    let _ = std::fs::remove_file(socket_path(root));
+    for d in ["devices", "drivers"] {
+        let _ = std::fs::remove_dir_all(root.join(d));
+    }
+    if created_root {
+        let _ = std::fs::remove_dir(root);
     }
 }
 

@@ -1,7 +1,8 @@
 //! The link: down at power-on and after CTRL.LNK_RST (not CTRL.RST), up once link setup
-//! completes, and down while the cable is out (`nicsim link down`). LINKS, STATUS.LU and EICR.LSC follow [DS 8.2.3.22.20, 8.2.3.1.2,
-//! 8.2.3.5.1]; while the link is down the port sends nothing and its link partner (the
-//! generator, or the port at the other end of a cable) sends nothing to it.
+//! completes, and down while the cable is out (`nicsim link down`). LINKS, STATUS.LU and
+//! EICR.LSC follow [DS 8.2.3.22.20, 8.2.3.1.2, 8.2.3.5.1]; while the link is down the port
+//! sends nothing and its link partner (the generator, or the port at the other end of a cable)
+//! sends nothing to it.
 
 use super::Port;
 use crate::regs::*;

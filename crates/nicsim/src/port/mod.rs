@@ -285,18 +285,23 @@ impl Port {
         let m = self.mac;
         self.set_reg(ral(0), u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
         self.set_reg(rah(0), u32::from(u16::from_le_bytes([m[4], m[5]])) | RAH_AV);
-        self.rx.iter_mut().for_each(|q| *q = RxQueue::default());
-        self.tx.iter_mut().for_each(|q| *q = TxQueue::default());
-        self.active_rx.clear();
-        self.active_tx.clear();
+        self.stop_every_queue();
         self.counters = DeviceCounters::default();
-        self.flow.reset();
-        self.fifo_clear();
         self.rebuild_rar();
         // A software reset leaves the link as it is (Linux and DPDK reset with CTRL.RST while
         // the link is up precisely not to renegotiate it); LINKS and STATUS say so again.
         self.show_link();
         self.refresh_paths();
+    }
+
+    /// Every queue disabled, held frames and flow-control state gone (a reset, a removal).
+    fn stop_every_queue(&mut self) {
+        self.rx.iter_mut().for_each(|q| *q = RxQueue::default());
+        self.tx.iter_mut().for_each(|q| *q = TxQueue::default());
+        self.active_rx.clear();
+        self.active_tx.clear();
+        self.flow.reset();
+        self.fifo_clear();
     }
 
     /// CTRL.LNK_RST: a reset that restarts the link too [DS 8.2.3.1.1]; and power-on.
@@ -378,13 +383,8 @@ impl Port {
     /// sweep restores all-ones ([`Port::scan`], within 2 ms).
     pub fn remove(&mut self) {
         self.removed = true;
-        self.rx.iter_mut().for_each(|q| *q = RxQueue::default());
-        self.tx.iter_mut().for_each(|q| *q = TxQueue::default());
-        self.active_rx.clear();
-        self.active_tx.clear();
-        self.fifo_clear();
+        self.stop_every_queue();
         self.paths = PathConfig::default();
-        self.flow.reset();
         self.link.up = false;
         self.link.cable_in = false;
         self.shadow.iter_mut().for_each(|v| *v = u32::MAX);
