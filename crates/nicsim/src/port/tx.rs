@@ -30,12 +30,18 @@ fn group_kind(dst: Option<[u8; 6]>) -> (u64, u64) {
 
 impl Port {
     /// Runs the transmit queues [DS 7.2], handing finished frames to `out`. Frames
-    /// leave no faster than line rate: a frame starts only when the wire is free.
+    /// leave no faster than line rate: a frame starts only when the wire is free, and is
+    /// taken at most a packet buffer's worth of wire time before that.
     pub fn transmit(&mut self, dma: &mut impl DmaSpace, now_ps: u64, out: &mut impl TxOutput) {
         let n = self.active_tx.len();
         if n == 0 || !self.paths.tx_open || !self.link.up || self.transmitter_paused(now_ps) {
             return;
         }
+        // A descriptor completes once its frame is in the transmit packet buffer, which the
+        // wire drains at line rate [DS 7.2.3.5.2, 8.2.3.9.13 TXPBSIZE(0)].
+        let buffer =
+            if out.takes_ahead_of_wire() { u64::from((self.reg(txpbsize(0)) >> 10) & 0x3FF) * 1024 } else { 0 };
+        self.tx_wire.set_ahead(buffer);
         for k in 0..n {
             if out.room() == 0 || !self.tx_wire.ready(now_ps) {
                 break;

@@ -8,6 +8,10 @@ use platform::MappedRegion;
 pub trait TxOutput {
     /// How many more frames it takes.
     fn room(&self) -> usize;
+    /// Whether a frame may be taken before its wire time comes, as the card's transmit
+    /// packet buffer takes it [DS 7.2.3.5.2: completion follows the upload into the packet
+    /// buffer]. A frame that goes on into another port must not arrive there early.
+    fn takes_ahead_of_wire(&self) -> bool;
     /// Takes the `len` bytes at `offset` in `region`, zero-padded to `padded` bytes, as one
     /// frame whose last bit leaves the wire at `end_ps`. Returns the frame's first 6 bytes
     /// (its destination, for statistics) if it has them.
@@ -28,6 +32,9 @@ pub trait TxOutput {
 impl TxOutput for Sink {
     fn room(&self) -> usize {
         usize::MAX
+    }
+    fn takes_ahead_of_wire(&self) -> bool {
+        true
     }
     #[inline(always)]
     fn take_from(
@@ -105,6 +112,9 @@ impl TxBatch {
 impl TxOutput for TxBatch {
     fn room(&self) -> usize {
         self.limit.saturating_sub(self.frames.len())
+    }
+    fn takes_ahead_of_wire(&self) -> bool {
+        false
     }
     #[inline(always)]
     fn take_from(

@@ -28,11 +28,26 @@ pub struct WireClock {
     /// The last frame length sent and how long it occupies the wire: consecutive frames
     /// mostly have one length, and this spares the multiply and divide.
     last: (usize, u64),
+    /// How far ahead of real time a frame may be scheduled: [`LOOKAHEAD_PS`], or the time a
+    /// packet buffer in front of the wire takes to drain (see [`Self::set_ahead`]).
+    ahead_ps: u64,
 }
 
 impl WireClock {
     pub fn new(gbps: f64) -> Self {
-        WireClock { free_at_ps: 0, ps_per_byte_x1000: (ps_per_byte(gbps) * 1000.0).round() as u64, last: (0, 0) }
+        WireClock {
+            free_at_ps: 0,
+            ps_per_byte_x1000: (ps_per_byte(gbps) * 1000.0).round() as u64,
+            last: (0, 0),
+            ahead_ps: LOOKAHEAD_PS,
+        }
+    }
+
+    /// Lets frames be scheduled up to `bytes` of wire time ahead of real time (at least
+    /// [`LOOKAHEAD_PS`]): a sender whose frames wait in a packet buffer of that size before
+    /// the wire is done with each one as it enters the buffer.
+    pub fn set_ahead(&mut self, bytes: u64) {
+        self.ahead_ps = (bytes * self.ps_per_byte_x1000 / 1000).max(LOOKAHEAD_PS);
     }
 
     #[inline]
@@ -43,7 +58,7 @@ impl WireClock {
     /// Whether a frame may start at `now_ps`.
     #[inline]
     pub fn ready(&self, now_ps: u64) -> bool {
-        self.free_at_ps <= now_ps + LOOKAHEAD_PS
+        self.free_at_ps <= now_ps + self.ahead_ps
     }
 
     /// Occupies the wire with a frame of `len` bytes (without FCS) starting as early as
@@ -66,7 +81,7 @@ impl WireClock {
     pub fn back_to_back(&self, now_ps: u64, len: usize) -> (u64, u64, u64) {
         let start = self.free_at_ps.max(now_ps.saturating_sub(BURST_PS));
         let each = if self.last.0 == len { self.last.1 } else { self.duration_ps(len) };
-        let ready_until = now_ps + LOOKAHEAD_PS;
+        let ready_until = now_ps + self.ahead_ps;
         let count = if start <= ready_until { (ready_until - start) / each.max(1) + 1 } else { 0 };
         (start, each, count)
     }
@@ -89,7 +104,7 @@ impl WireClock {
     pub fn run(&self, now_ps: u64) -> WireRun {
         WireRun {
             free_at_ps: self.free_at_ps.max(now_ps.saturating_sub(BURST_PS)),
-            ready_until_ps: now_ps + LOOKAHEAD_PS,
+            ready_until_ps: now_ps + self.ahead_ps,
             last: self.last,
             ps_per_byte_x1000: self.ps_per_byte_x1000,
         }
