@@ -147,7 +147,24 @@ pub struct Stats {
     /// Time between two looks at the doorbells (RDT, TDT) while queues run, in ns, since start
     /// or the last reset of the counters.
     pub doorbell_interval_ns: LatencySummary,
+    /// Looks at the doorbells that came late: the engine was off its core (or overloaded)
+    /// while a driver may have been waiting for the device to react.
+    pub late_doorbells: LateDoorbells,
+    /// CLOCK_MONOTONIC at engine time 0: maps engine times onto another process's clock.
+    pub monotonic_start_ns: u64,
     pub ports: Vec<PortStats>,
+}
+
+/// Doorbell intervals longer than [`LateDoorbells::threshold_ns`]: how many since start (or
+/// the last reset of the counters) and the latest few.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LateDoorbells {
+    /// Twice the time the card takes to see a tail write (about a microsecond).
+    pub threshold_ns: u64,
+    pub count: u64,
+    /// The latest ones, oldest first, as (start, end) in engine ns.
+    pub recent: Vec<(u64, u64)>,
 }
 
 /// What the engine answers, in process; on the socket each variant is the bare `result`.

@@ -6,7 +6,7 @@
 //! ~100 µs the slow path polls the whole register file and configuration space, publishes
 //! statistics and answers control requests.
 
-use crate::control::{CaptureEnd, Done, Info, PortStats, Reply, Request, Stats, Stopped};
+use crate::control::{CaptureEnd, Done, Info, LateDoorbells, PortStats, Reply, Request, Stats, Stopped};
 use crate::dma::{DmaSpace, Domain};
 use crate::flow_control::{FlowStats, Pause};
 use crate::histogram::LatencyHistogram;
@@ -20,8 +20,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Slow-path period.
 const SCAN_PERIOD_PS: u64 = 100_000_000; // 100 µs
-/// Frames each generator may deliver per iteration.
-const GEN_BURST: usize = 128;
+/// A doorbell interval longer than this is late: twice the time the card takes to see a
+/// tail write.
+const LATE_DOORBELL_NS: u64 = 2_000;
+/// Late doorbell intervals kept for [`Stats::late_doorbells`].
+const LATE_DOORBELLS_KEPT: usize = 256;
+/// Frames each generator may deliver per iteration: few enough that the doorbells are looked
+/// at again before a driver can work through a quarter of a 256-descriptor ring, at a cost to
+/// throughput (docs/nicsim.md, "Doorbell intervals").
+const GEN_BURST: usize = 32;
 
 /// A request with the channel its answer goes to.
 pub struct Command {
@@ -60,6 +67,8 @@ pub struct Engine<D: DmaSpace> {
     doorbell_gaps: LatencyHistogram,
     /// When the doorbells were last looked at; 0 after an idle pause.
     last_doorbell_ps: u64,
+    late_doorbells: LateDoorbells,
+    monotonic_start_ns: u64,
 }
 
 impl<D: DmaSpace> Engine<D> {
@@ -78,6 +87,7 @@ impl<D: DmaSpace> Engine<D> {
             wires[a].cable = Some(b);
             wires[b].cable = Some(a);
         }
+        let monotonic_start_ns = platform::sched::monotonic_ns();
         let epoch_wall_ns = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
         Engine {
             ports,
@@ -93,6 +103,8 @@ impl<D: DmaSpace> Engine<D> {
             info: None,
             doorbell_gaps: LatencyHistogram::new(),
             last_doorbell_ps: 0,
+            late_doorbells: LateDoorbells { threshold_ns: LATE_DOORBELL_NS, ..LateDoorbells::default() },
+            monotonic_start_ns,
         }
     }
 
@@ -108,7 +120,11 @@ impl<D: DmaSpace> Engine<D> {
         self.iterations += 1;
         self.clock_ps = now_ps;
         if self.last_doorbell_ps != 0 {
-            self.doorbell_gaps.record(now_ps.saturating_sub(self.last_doorbell_ps) / 1000);
+            let gap_ns = now_ps.saturating_sub(self.last_doorbell_ps) / 1000;
+            self.doorbell_gaps.record(gap_ns);
+            if gap_ns > LATE_DOORBELL_NS {
+                self.note_late_doorbell(self.last_doorbell_ps / 1000, now_ps / 1000);
+            }
         }
         self.last_doorbell_ps = now_ps;
         let Engine { ports, wires, dma, batch, .. } = self;
@@ -220,6 +236,17 @@ impl<D: DmaSpace> Engine<D> {
         for p in ports.iter_mut() {
             p.publish_rx_head();
         }
+    }
+
+    /// Records a doorbell interval from `start_ns` to `end_ns` that came late.
+    #[cold]
+    fn note_late_doorbell(&mut self, start_ns: u64, end_ns: u64) {
+        let late = &mut self.late_doorbells;
+        late.count += 1;
+        if late.recent.len() == LATE_DOORBELLS_KEPT {
+            late.recent.remove(0);
+        }
+        late.recent.push((start_ns, end_ns));
     }
 
     /// The slow path: register scan, statistics, housekeeping.
@@ -336,6 +363,7 @@ impl<D: DmaSpace> Engine<D> {
                     w.generator.reset_counters();
                 }
                 self.doorbell_gaps = LatencyHistogram::new();
+                self.late_doorbells = LateDoorbells { threshold_ns: LATE_DOORBELL_NS, ..LateDoorbells::default() };
                 Ok(Reply::Done(Done {}))
             }
             Request::Pcap { port, path, direction, count } => {
@@ -428,6 +456,8 @@ impl<D: DmaSpace> Engine<D> {
             iterations: self.iterations,
             driver_memory_bytes: self.dma.known_bytes(),
             doorbell_interval_ns: LatencySummary::of(&self.doorbell_gaps),
+            late_doorbells: self.late_doorbells.clone(),
+            monotonic_start_ns: self.monotonic_start_ns,
             ports,
         }
     }

@@ -30,3 +30,10 @@ fn pin(pid: Option<rustix::process::Pid>, cpu: usize) -> io::Result<()> {
     set.set(cpu);
     Ok(rustix::thread::sched_setaffinity(pid, &set)?)
 }
+
+/// CLOCK_MONOTONIC in nanoseconds: one clock for every process of the machine, so that two
+/// processes can line up what each saw (`Instant` hides its value).
+pub fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
