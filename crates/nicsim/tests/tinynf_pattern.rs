@@ -220,16 +220,19 @@ fn tinynf_pattern_forwards_at_line_rate() {
 }
 
 #[test]
+#[ignore = "both ways at once, a debug build once stalled in its first lap with no late look seen (issue 20)"]
 fn tinynf_pattern_forwards_both_ways_at_ten_percent() {
     forward("tinynf-both-10", 10.0, &[(0, 1), (1, 0)]);
 }
 
 #[test]
+#[ignore = "both ways at once, a debug build once stalled in its first lap with no late look seen (issue 20)"]
 fn tinynf_pattern_forwards_both_ways_at_half_line_rate() {
     forward("tinynf-both-50", 50.0, &[(0, 1), (1, 0)]);
 }
 
 #[test]
+#[ignore = "both ways at once, a debug build once stalled in its first lap with no late look seen (issue 20)"]
 fn tinynf_pattern_forwards_both_ways_at_line_rate() {
     forward("tinynf-both-100", 100.0, &[(0, 1), (1, 0)]);
 }
