@@ -13,6 +13,7 @@ use crate::histogram::LatencyHistogram;
 use crate::lint::LintWarning;
 use crate::port::{Port, TxBatch};
 use crate::wire::{Captured, Generator, LatencySummary, PcapWriter, Sink, WireClock};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
@@ -67,7 +68,9 @@ pub struct Engine<D: DmaSpace> {
     doorbell_gaps: LatencyHistogram,
     /// When the doorbells were last looked at; 0 after an idle pause.
     last_doorbell_ps: u64,
-    late_doorbells: LateDoorbells,
+    /// Late doorbell intervals since start: how many, and the latest as (start, end) in ns.
+    late_count: u64,
+    late_recent: VecDeque<(u64, u64)>,
     monotonic_start_ns: u64,
 }
 
@@ -103,7 +106,8 @@ impl<D: DmaSpace> Engine<D> {
             info: None,
             doorbell_gaps: LatencyHistogram::new(),
             last_doorbell_ps: 0,
-            late_doorbells: LateDoorbells { threshold_ns: LATE_DOORBELL_NS, ..LateDoorbells::default() },
+            late_count: 0,
+            late_recent: VecDeque::with_capacity(LATE_DOORBELLS_KEPT),
             monotonic_start_ns,
         }
     }
@@ -241,12 +245,11 @@ impl<D: DmaSpace> Engine<D> {
     /// Records a doorbell interval from `start_ns` to `end_ns` that came late.
     #[cold]
     fn note_late_doorbell(&mut self, start_ns: u64, end_ns: u64) {
-        let late = &mut self.late_doorbells;
-        late.count += 1;
-        if late.recent.len() == LATE_DOORBELLS_KEPT {
-            late.recent.remove(0);
+        self.late_count += 1;
+        if self.late_recent.len() == LATE_DOORBELLS_KEPT {
+            self.late_recent.pop_front();
         }
-        late.recent.push((start_ns, end_ns));
+        self.late_recent.push_back((start_ns, end_ns));
     }
 
     /// The slow path: register scan, statistics, housekeeping.
@@ -363,7 +366,8 @@ impl<D: DmaSpace> Engine<D> {
                     w.generator.reset_counters();
                 }
                 self.doorbell_gaps = LatencyHistogram::new();
-                self.late_doorbells = LateDoorbells { threshold_ns: LATE_DOORBELL_NS, ..LateDoorbells::default() };
+                self.late_count = 0;
+                self.late_recent.clear();
                 Ok(Reply::Done(Done {}))
             }
             Request::Pcap { port, path, direction, count } => {
@@ -456,7 +460,11 @@ impl<D: DmaSpace> Engine<D> {
             iterations: self.iterations,
             driver_memory_bytes: self.dma.known_bytes(),
             doorbell_interval_ns: LatencySummary::of(&self.doorbell_gaps),
-            late_doorbells: self.late_doorbells.clone(),
+            late_doorbells: LateDoorbells {
+                threshold_ns: LATE_DOORBELL_NS,
+                count: self.late_count,
+                recent: self.late_recent.iter().copied().collect(),
+            },
             monotonic_start_ns: self.monotonic_start_ns,
             ports,
         }

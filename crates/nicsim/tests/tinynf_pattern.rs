@@ -69,7 +69,7 @@ fn forward(name: &str, percent: f64, directions: &[(usize, usize)]) {
 /// Fresh starts after a stall the host caused before the test gives up.
 const MAX_ATTEMPTS: usize = 50;
 /// How often the test looks at nicsim's statistics: often enough that the late doorbell
-/// intervals nicsim keeps (the latest 64) are all seen.
+/// intervals nicsim keeps (the latest 256) are all seen.
 const POLL: Duration = Duration::from_millis(10);
 
 /// One run of [`forward`] from `done` frames forwarded; `Err` with the new totals after a stall

@@ -125,6 +125,8 @@ struct PathConfig {
     tx_crc: bool,
     tx_pad: bool,
     loopback: bool,
+    /// TXPBSIZE(0) in bytes: how far ahead of the wire frames may be taken [DS 8.2.3.9.13].
+    tx_packet_buffer: u64,
 }
 
 /// A minimal EEPROM image: firmware pointers that pass DPDK's version check
@@ -363,6 +365,7 @@ impl Port {
             tx_crc: hl & HLREG0_TXCRCEN != 0,
             tx_pad: hl & HLREG0_TXPADEN != 0,
             loopback: hl & HLREG0_LPBK != 0,
+            tx_packet_buffer: u64::from((self.reg(txpbsize(0)) >> 10) & 0x3FF) * 1024,
         };
         let (high, low) = (self.reg(fcrth(0)), self.reg(fcrtl(0)));
         self.flow.config = FlowConfig {

@@ -39,9 +39,7 @@ impl Port {
         }
         // A descriptor completes once its frame is in the transmit packet buffer, which the
         // wire drains at line rate [DS 7.2.3.5.2, 8.2.3.9.13 TXPBSIZE(0)].
-        let buffer =
-            if out.takes_ahead_of_wire() { u64::from((self.reg(txpbsize(0)) >> 10) & 0x3FF) * 1024 } else { 0 };
-        self.tx_wire.set_ahead(buffer);
+        self.tx_wire.set_ahead(if out.takes_ahead_of_wire() { self.paths.tx_packet_buffer } else { 0 });
         for k in 0..n {
             if out.room() == 0 || !self.tx_wire.ready(now_ps) {
                 break;
