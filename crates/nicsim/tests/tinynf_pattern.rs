@@ -14,7 +14,7 @@ use nicsim::peer::{rewrite_macs, Device, TinyAgent, TinyStyle};
 use nicsim::regs::*;
 use nicsim::wire::TrafficSpec;
 use platform::sched::monotonic_ns;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,12 +36,14 @@ fn indices(input: &Device, output: &Device) -> String {
     )
 }
 
-/// What one direction's agent saw last, in CLOCK_MONOTONIC ns: when the head the device
-/// writes back last moved, and when it last received a frame.
+/// What one direction's agent saw last, times in CLOCK_MONOTONIC ns: when the head the device
+/// writes back last moved, to what and how often, and when it last received a frame.
 #[derive(Default)]
 struct Seen {
     head_moved_ns: AtomicU64,
     frame_ns: AtomicU64,
+    head: AtomicU32,
+    head_moves: AtomicU64,
 }
 
 /// Offers `percent` of line rate on each input port of `directions` (0 → 1, 1 → 0) until
@@ -104,6 +106,8 @@ fn attempt_forwarding(name: &str, percent: f64, directions: &[(usize, usize)], d
                         if head != heads[k] {
                             heads[k] = head;
                             seen[k].head_moved_ns.store(now, Ordering::Relaxed);
+                            seen[k].head.store(head, Ordering::Relaxed);
+                            seen[k].head_moves.fetch_add(1, Ordering::Relaxed);
                         }
                     }
                 }
@@ -167,10 +171,23 @@ fn attempt_forwarding(name: &str, percent: f64, directions: &[(usize, usize)], d
         if late.iter().any(|&(a, b)| a <= still.1 && b >= still.0) {
             break Err(last);
         }
-        let at: Vec<String> = directions.iter().map(|&(i, o)| indices(&devices[i], &devices[o])).collect();
+        let at: Vec<String> = directions
+            .iter()
+            .zip(seen.iter())
+            .map(|(&(i, o), seen)| {
+                format!(
+                    "{}; the agent read head {:#x} last, after {} moves",
+                    indices(&devices[i], &devices[o]),
+                    seen.head.load(Ordering::Relaxed),
+                    seen.head_moves.load(Ordering::Relaxed)
+                )
+            })
+            .collect();
+        let faults: Vec<String> = s.ports.iter().flat_map(|p| p.faults.iter().map(|f| format!("{f:?}"))).collect();
         panic!(
-            "{percent} % of line rate: stalled at {last:?} frames forwarded; {}; the head stood still for {} µs \
-             with nicsim looking at the doorbells at least every {} µs meanwhile ({} late looks in all)",
+            "{percent} % of line rate: direction {k} stalled at {last:?} frames forwarded; {}; the head stood still \
+             for {} µs with nicsim looking at the doorbells at least every {} µs meanwhile ({} late looks in all); \
+             DMA faults: {faults:?}",
             at.join("; "),
             still.1.saturating_sub(still.0) / 1000,
             s.late_doorbells.threshold_ns / 1000,
@@ -220,19 +237,16 @@ fn tinynf_pattern_forwards_at_line_rate() {
 }
 
 #[test]
-#[ignore = "both ways at once, a debug build once stalled in its first lap with no late look seen (issue 20)"]
 fn tinynf_pattern_forwards_both_ways_at_ten_percent() {
     forward("tinynf-both-10", 10.0, &[(0, 1), (1, 0)]);
 }
 
 #[test]
-#[ignore = "both ways at once, a debug build once stalled in its first lap with no late look seen (issue 20)"]
 fn tinynf_pattern_forwards_both_ways_at_half_line_rate() {
     forward("tinynf-both-50", 50.0, &[(0, 1), (1, 0)]);
 }
 
 #[test]
-#[ignore = "both ways at once, a debug build once stalled in its first lap with no late look seen (issue 20)"]
 fn tinynf_pattern_forwards_both_ways_at_line_rate() {
     forward("tinynf-both-100", 100.0, &[(0, 1), (1, 0)]);
 }
