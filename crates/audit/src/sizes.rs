@@ -16,7 +16,8 @@ pub struct TableDriver {
     pub label: String,
     /// Source files and folders, relative to the repository.
     pub sources: Vec<String>,
-    /// The binary of a model, relative to the repository; `{mode}` is the model.
+    /// The binary of a model, relative to the repository, for this program's instruction-set
+    /// level; `{mode}` is the model.
     pub binary: String,
     /// The main loop's symbol; `{mode}` is the model.
     pub main_loop: String,
@@ -30,7 +31,7 @@ pub fn table_of(m: &manifest::Manifest) -> Vec<TableDriver> {
             Some(TableDriver {
                 label: format!("{} ({})", d.name, d.language),
                 sources: d.sources.clone(),
-                binary: d.binary.clone()?,
+                binary: d.binary.as_deref().map(manifest::isa::resolve)?,
                 main_loop: d.main_loop.clone()?,
             })
         })

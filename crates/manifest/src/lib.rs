@@ -2,6 +2,8 @@
 //! conformance suite, the bench and the audit's Table 2 all read. A driver joins with one entry.
 #![forbid(unsafe_code)]
 
+pub mod isa;
+
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -26,13 +28,15 @@ pub struct DriverEntry {
     /// Its name in test names (with `-` as `_`), reports and tables: `rust`, `c-clang`.
     pub name: String,
     pub language: String,
-    /// A shell command, run from the repository, that builds it (`None`: nothing to build).
+    /// A shell command, run from the repository, that builds it (`None`: nothing to build);
+    /// `{isa}` is replaced.
     pub build: Option<String>,
-    /// The words before `<mode> <BDF-in> <BDF-out> …`; `{mode}` and `{safenic}` are replaced.
+    /// The words before `<mode> <BDF-in> <BDF-out> …`; `{mode}`, `{isa}` and `{safenic}` are
+    /// replaced.
     pub command: String,
     /// Its source files and folders (lines of code in Table 2).
     pub sources: Vec<String>,
-    /// The binary of a model, for Table 2; `{mode}` is replaced.
+    /// The binary of a model, for Table 2; `{mode}` and `{isa}` are replaced.
     pub binary: Option<String>,
     /// The symbol of a model's main loop, for Table 2; `{mode}` is replaced.
     pub main_loop: Option<String>,
@@ -78,10 +82,21 @@ impl Manifest {
 }
 
 impl DriverEntry {
-    /// Its command's words, `{safenic}` replaced by `safenic` and a relative program path
-    /// made absolute against the repository `root`; `{mode}` is left for the caller.
+    /// Its command's words, `{safenic}` replaced by `safenic`, `{isa}` by this program's
+    /// level ([`isa::compiled`]) and a relative program path made absolute against the
+    /// repository `root`; `{mode}` is left for the caller.
     pub fn command_words(&self, root: &Path, safenic: &Path) -> Vec<String> {
         command_words(&self.command, root, safenic)
+    }
+
+    /// Its build command for this program's level, if it has one.
+    pub fn build_command(&self) -> Option<String> {
+        self.build.as_deref().map(isa::resolve)
+    }
+
+    /// The binary of model `mode`, relative to the repository, if Table 2 lists it.
+    pub fn binary_of(&self, mode: &str) -> Option<String> {
+        self.binary.as_deref().map(|b| isa::resolve(b).replace("{mode}", mode))
     }
 
     /// The name as a Rust identifier (for test modules): `c-clang` → `c_clang`.
@@ -92,8 +107,10 @@ impl DriverEntry {
 
 /// The words of a driver `command` as [`DriverEntry::command_words`] gives them.
 pub fn command_words(command: &str, root: &Path, safenic: &Path) -> Vec<String> {
-    let mut words: Vec<String> =
-        command.split_whitespace().map(|w| w.replace("{safenic}", &safenic.display().to_string())).collect();
+    let mut words: Vec<String> = command
+        .split_whitespace()
+        .map(|w| isa::resolve(w).replace("{safenic}", &safenic.display().to_string()))
+        .collect();
     if let Some(program) = words.first_mut() {
         if program.contains('/') && !program.starts_with('/') {
             *program = root.join(&*program).display().to_string();
@@ -155,7 +172,11 @@ mod tests {
         let rust = m.get("rust").unwrap().command_words(root, Path::new("/build/safenic"));
         assert_eq!(rust, ["/build/safenic", "fwd"]);
         let clang = m.get("c-clang").unwrap().command_words(root, Path::new("/x"));
-        assert_eq!(clang, ["/repo/drivers/c/build/clang/safenic-c-{mode}", "fwd"]);
+        let level = isa::compiled();
+        assert_eq!(clang, [format!("/repo/drivers/c/build/{level}/clang/safenic-c-{{mode}}"), "fwd".to_string()]);
+        let gcc = m.get("c-gcc").unwrap();
+        assert_eq!(gcc.build_command().unwrap(), format!("make -C drivers/c gcc ISA={level}"));
+        assert_eq!(gcc.binary_of("const").unwrap(), format!("drivers/c/build/{level}/gcc/safenic-c-const"));
     }
 
     #[test]

@@ -20,7 +20,8 @@ struct Cli {
 enum Cmd {
     /// One line per driver: name, language, what uses it, command.
     List,
-    /// Run the build command of each named driver (default: all), from the repository.
+    /// Run the build command of each named driver (default: all), from the repository, for
+    /// the instruction-set level this program was compiled for (`{isa}`).
     Build { names: Vec<String> },
 }
 
@@ -48,10 +49,10 @@ fn run(args: Cli) -> Result<(), String> {
                     .ok_or_else(|| format!("no driver `{n}` in {}: see `safenic-drivers list`", manifest::MANIFEST))?;
             }
             for d in m.drivers.iter().filter(|d| names.is_empty() || names.contains(&d.name)) {
-                let Some(build) = &d.build else { continue };
+                let Some(build) = d.build_command() else { continue };
                 eprintln!("safenic-drivers: {}: {build}", d.name);
                 let status = std::process::Command::new("sh")
-                    .args(["-c", build])
+                    .args(["-c", &build])
                     .current_dir(&root)
                     .status()
                     .map_err(|e| format!("running `{build}`: {e}"))?;
