@@ -1,12 +1,19 @@
 # safenic: `make demo` shows nicsim with traffic flowing; `make test` runs every check.
 CARGO ?= cargo
 
-.PHONY: all setup build demo test bench audit sanitize fuzz stress fmt clean
+# Every driver, and everything else we build, is compiled for one named x86-64 level: Rust with
+# -C target-cpu, C with -march (drivers/drivers.toml passes {isa} on). Default: x86-64-v3 where
+# the CPU has it (scripts/isa-level); `make ISA=x86-64-v2 …` to choose.
+ISA ?= $(shell scripts/isa-level)
+export RUSTFLAGS := -C target-cpu=$(ISA)
+
+.PHONY: all setup build demo test bench bench-smoke audit sanitize fuzz stress fmt clean
 
 all: build
 
 setup:
 	@scripts/setup
+	@scripts/isa-level $(ISA)
 
 # The workspace, then every driver of drivers/drivers.toml by its own build command.
 build:
@@ -26,6 +33,13 @@ test: setup
 	$(CARGO) test --workspace -- --test-threads=1
 	$(MAKE) sanitize
 	$(MAKE) audit
+	$(MAKE) bench-smoke
+
+# The bench's quick profile as a smoke test: every driver and model measured twice, results
+# written, read back and checked for sane figures (nothing about speed is asserted).
+bench-smoke: setup build
+	rm -rf target/bench-quick
+	target/release/safenic bench --profile quick --out target/bench-quick
 
 # platform's tests under AddressSanitizer and ThreadSanitizer (Miri cannot run them: they map
 # files and hugepages). ThreadSanitizer needs the standard library built with it too.
@@ -41,14 +55,15 @@ sanitize: setup
 # runs safenic-audit (crates/audit) on the release safenic.
 audit: setup build
 	target/release/safenic audit
-	$(CARGO) +nightly miri test -p invariants
+	RUSTFLAGS= $(CARGO) +nightly miri test -p invariants
 
 # nicsim's own ceiling, then every model of every driver of drivers/drivers.toml with
-# `bench = true`: forwarded Mpps and instructions per packet.
+# `bench = true`, interleaved and repeated: forwarded Mpps, instructions and estimated cycles
+# per packet, and Rust's ratios to C. docs/bench/ keeps the results (JSON and Markdown).
 bench: setup build
 	target/release/nicsim bench --seconds 10
 	target/release/nicsim bench --seconds 10 --link-gbps 100
-	target/release/safenic bench
+	target/release/safenic bench --out docs/bench
 
 # nicsim against random driver input for a long time, from a new seed each run (make test runs
 # 10^5 cases from a fixed one). A failure prints the seed and case count that replay it.

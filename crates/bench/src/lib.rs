@@ -16,6 +16,10 @@
 
 #![forbid(unsafe_code)]
 
+pub mod callgrind;
+pub mod results;
+
+use callgrind::Events;
 use nicsim::control::{PortStats, Stats};
 use nicsim::session::{Session, SessionOptions};
 use nicsim::wire::TrafficSpec;
@@ -153,10 +157,12 @@ impl std::fmt::Display for Limit {
     }
 }
 
-/// Instructions the forwarding loop executed, and the packets it forwarded meanwhile.
+/// What callgrind counted in the forwarding loop, and the packets it forwarded meanwhile.
 #[derive(Debug, Clone, Copy)]
 pub struct Instructions {
     pub instructions: u64,
+    /// Every event, for the cycle estimate ([`Events::estimated_cycles`]).
+    pub events: Events,
     pub packets: u64,
     /// Whether the driver was the limit under callgrind (more than 1% of the frames offered in
     /// the middle half of the run found no descriptor), so that its loop never polled an empty
@@ -167,6 +173,11 @@ pub struct Instructions {
 impl Instructions {
     pub fn per_packet(&self) -> f64 {
         self.instructions as f64 / self.packets.max(1) as f64
+    }
+
+    /// Estimated cycles per forwarded packet.
+    pub fn cycles_per_packet(&self) -> f64 {
+        self.events.estimated_cycles() as f64 / self.packets.max(1) as f64
     }
 }
 
@@ -247,14 +258,14 @@ fn mpps(n: u64, secs: f64) -> f64 {
     n as f64 / secs / 1e6
 }
 
-/// Forwarding rate of `driver` in `mode` over a window of `seconds`, after one second of
-/// warm-up; more windows if nicsim was the limit ([`window_where_nicsim_kept_up`]).
+/// Forwarding rate of `driver` in `mode` over a window of `seconds`, after a warm-up of half
+/// that, at most a second; more windows if nicsim was the limit ([`window_where_nicsim_kept_up`]).
 pub fn throughput(driver: &Driver, mode: &str, seconds: f64) -> Result<Throughput, String> {
     let session = Harness::start(&format!("{}-{mode}", driver.name))?;
     let mut child = session.spawn(&[], driver, mode)?;
     session.wait_ready(&mut child, Duration::from_secs(30))?;
     session.start_traffic()?;
-    std::thread::sleep(Duration::from_secs(1));
+    std::thread::sleep(Duration::from_secs_f64((seconds / 2.0).min(1.0)));
     let result = window_where_nicsim_kept_up(|| {
         let s0 = session.stats()?;
         std::thread::sleep(Duration::from_secs_f64(seconds));
@@ -303,9 +314,11 @@ fn count_instructions(
     let prefix = vec![
         "valgrind".to_string(),
         "--tool=callgrind".to_string(),
-        // The cache simulation slows the driver down (it does not change the instruction
-        // count), so that it stays slower than nicsim and every poll finds a full batch.
+        // Cache and branch simulation, for the cycle estimate. They also slow the driver down
+        // (not its instruction count), so that it stays slower than nicsim and every poll
+        // finds a full batch.
         "--cache-sim=yes".to_string(),
+        "--branch-sim=yes".to_string(),
         format!("--callgrind-out-file={}", out_file.display()),
         format!("--toggle-collect={}", driver.hot_function.replace("{mode}", mode)),
     ];
@@ -334,23 +347,15 @@ fn count_instructions(
     let packets: u64 = s.ports.iter().map(|p| p.sink_packets).sum();
     let (offered, no_descriptor) = (growth(&s0, &s1, |p| p.generated), growth(&s0, &s1, |p| p.device.qprdc[0]));
     let text = std::fs::read_to_string(out_file).map_err(|e| format!("reading {}: {e}", out_file.display()))?;
-    let instructions =
-        callgrind_total(&text).ok_or_else(|| format!("no instruction total in {}", out_file.display()))?;
+    let events = Events::parse(&text).ok_or_else(|| format!("no event totals in {}", out_file.display()))?;
+    let instructions = events.ir;
     if instructions == 0 {
         return Err(format!(
             "callgrind counted no instructions in {}: is the forwarding loop named forward_{mode}?",
             driver.hot_function.replace("{mode}", mode)
         ));
     }
-    Ok(Instructions { instructions, packets, saturated: no_descriptor * 100 > offered })
-}
-
-/// The `totals:` (or `summary:`) line of a callgrind output file: instructions executed.
-pub fn callgrind_total(text: &str) -> Option<u64> {
-    text.lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    Ok(Instructions { instructions, events, packets, saturated: no_descriptor * 100 > offered })
 }
 
 /// The drivers `safenic bench` measures: every entry of the driver manifest with
@@ -430,12 +435,5 @@ mod tests {
         assert_eq!((t.limited_by, t.forwarded_mpps, t.windows), (Limit::Driver, 26.0, 2));
         let (t, _) = pick(&[drops(3.8), behind, drops(0.0)]);
         assert_eq!((t.limited_by, t.forwarded_mpps, t.windows), (Limit::Driver, 26.0, 3));
-    }
-
-    #[test]
-    fn callgrind_totals_are_read_from_the_last_totals_line() {
-        let text = "version: 1\nevents: Ir\nfn=foo\n1 10\nsummary: 1234\ntotals: 1234\n";
-        assert_eq!(callgrind_total(text), Some(1234));
-        assert_eq!(callgrind_total("events: Ir\n"), None);
     }
 }

@@ -106,8 +106,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Measure drivers on nicsim: forwarded Mpps and instructions per packet (callgrind), as
-    /// a Markdown table. Needs root, hugepages and valgrind (scripts/setup).
+    /// Measure drivers on nicsim: forwarded Mpps, instructions and estimated cycles per packet
+    /// (callgrind), the drivers of a model interleaved and repeated, as Markdown (and JSON with
+    /// --out). Needs root, hugepages and valgrind (scripts/setup).
     Bench {
         /// Models to measure (default: all three).
         #[arg(long, value_enum, value_delimiter = ',')]
@@ -124,19 +125,31 @@ enum Cmd {
         /// was built in, else the current directory).
         #[arg(long)]
         root: Option<PathBuf>,
-        /// Seconds of each throughput window (after one second of warm-up). A window in which
-        /// nicsim fell behind is measured again, up to three windows.
-        #[arg(long, default_value_t = 5.0, value_parser = cli::seconds)]
-        seconds: f64,
-        /// Seconds each driver runs under callgrind.
-        #[arg(long, default_value_t = 10.0, value_parser = cli::seconds)]
-        callgrind_seconds: f64,
+        /// How long and how often: quick (2 repetitions, 1 s windows, 1.5 s under callgrind;
+        /// a smoke test), standard (3, 5 s, 10 s) or full (5, 10 s, 20 s).
+        #[arg(long, value_enum, default_value = "standard")]
+        profile: BenchProfile,
+        /// Repetitions of every measurement (default: the profile's).
+        #[arg(long, value_parser = repetitions)]
+        repetitions: Option<usize>,
+        /// Seconds of each throughput window, after a warm-up of half that, at most one second
+        /// (default: the profile's). A window in which nicsim fell behind is measured again, up
+        /// to three.
+        #[arg(long, value_parser = cli::seconds)]
+        seconds: Option<f64>,
+        /// Seconds each driver runs under callgrind (default: the profile's).
+        #[arg(long, value_parser = cli::seconds)]
+        callgrind_seconds: Option<f64>,
         /// Only the throughput columns.
         #[arg(long, conflicts_with = "instructions_only")]
         throughput_only: bool,
         /// Only the instruction columns.
         #[arg(long)]
         instructions_only: bool,
+        /// Also write results.json and results.md into this directory (read back and
+        /// checked before the bench exits 0).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -147,12 +160,15 @@ struct Selection {
     root: Option<PathBuf>,
 }
 
-fn bench_options(
-    modes: Vec<Mode>,
-    selection: Selection,
-    seconds: f64,
-    callgrind_seconds: f64,
-) -> Result<report::Options, String> {
+/// `safenic bench --profile`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum BenchProfile {
+    Quick,
+    Standard,
+    Full,
+}
+
+fn bench_options(modes: Vec<Mode>, selection: Selection, profile: report::Profile) -> Result<report::Options, String> {
     let exe = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
     let root = selection.root.or_else(|| manifest::repository_of(&exe)).unwrap_or_else(|| PathBuf::from("."));
     let listed = bench::drivers_of(&manifest::Manifest::load(&root)?, &root, &exe);
@@ -170,11 +186,16 @@ fn bench_options(
     Ok(report::Options {
         drivers: all,
         modes: modes.iter().map(|m| format!("{m:?}").to_lowercase()).collect(),
-        seconds,
-        callgrind_seconds,
+        profile,
         throughput: true,
         instructions: true,
+        out: None,
     })
+}
+
+/// `--repetitions`: 1 to 100.
+fn repetitions(s: &str) -> Result<usize, String> {
+    s.parse().ok().filter(|n| (1..=100).contains(n)).ok_or_else(|| format!("`{s}`: repeat 1 to 100 times"))
 }
 
 /// `--outputs`: an agent has 1 to 64.
@@ -232,11 +253,28 @@ fn main() -> ExitCode {
             gen::run(&gen::Options { port, sysfs, rate, size, count, seconds })
         }
         Cmd::Audit { binary, root, json } => run_audit(binary, root, json),
-        Cmd::Bench { modes, only, drivers, root, seconds, callgrind_seconds, throughput_only, instructions_only } => {
+        Cmd::Bench {
+            modes,
+            only,
+            drivers,
+            root,
+            profile,
+            repetitions,
+            seconds,
+            callgrind_seconds,
+            throughput_only,
+            instructions_only,
+            out,
+        } => {
             let selection = Selection { only, extra: drivers, root };
-            bench_options(modes, selection, seconds, callgrind_seconds).and_then(|mut o| {
+            let mut p = report::Profile::named(&format!("{profile:?}").to_lowercase());
+            p.repetitions = repetitions.unwrap_or(p.repetitions);
+            p.seconds = seconds.unwrap_or(p.seconds);
+            p.callgrind_seconds = callgrind_seconds.unwrap_or(p.callgrind_seconds);
+            bench_options(modes, selection, p).and_then(|mut o| {
                 o.throughput = !instructions_only;
                 o.instructions = !throughput_only;
+                o.out = out;
                 report::run(&o)
             })
         }

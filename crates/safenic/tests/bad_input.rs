@@ -72,6 +72,9 @@ fn every_safenic_subcommand_refuses_bad_values_in_one_line() {
         (vec!["bench", "--callgrind-seconds=-1"], "--callgrind-seconds"),
         (vec!["bench", "--modes", "fast"], "--modes"),
         (vec!["bench", "--driver", "no-command"], "NAME=COMMAND"),
+        (vec!["bench", "--repetitions", "0"], "1 to 100"),
+        (vec!["bench", "--profile", "slow"], "--profile"),
+        (vec!["bench", "--throughput-only", "--out", "/tmp/x"], "--throughput-only"),
         (vec!["audit", "--binary", "/nonexistent/safenic"], "/nonexistent/safenic"),
         (vec!["frobnicate"], "frobnicate"),
     ];
