@@ -69,6 +69,9 @@ impl Progress {
 }
 
 pub fn run(o: &Options) -> Result<(), String> {
+    if o.drivers.is_empty() {
+        return Err(format!("no driver to measure: none in {} has `bench = true`; pass --driver", manifest::MANIFEST));
+    }
     if o.out.is_some() && !(o.throughput && o.instructions) {
         return Err("--out writes every figure: drop --throughput-only or --instructions-only".into());
     }
