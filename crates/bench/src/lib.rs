@@ -160,8 +160,8 @@ impl std::fmt::Display for Limit {
 /// What callgrind counted in the forwarding loop, and the packets it forwarded meanwhile.
 #[derive(Debug, Clone, Copy)]
 pub struct Instructions {
-    pub instructions: u64,
-    /// Every event, for the cycle estimate ([`Events::estimated_cycles`]).
+    /// Every event: the instructions (`ir`) and what the cycle estimate needs
+    /// ([`Events::estimated_cycles`]).
     pub events: Events,
     pub packets: u64,
     /// Whether the driver was the limit under callgrind (more than 1% of the frames offered in
@@ -172,7 +172,7 @@ pub struct Instructions {
 
 impl Instructions {
     pub fn per_packet(&self) -> f64 {
-        self.instructions as f64 / self.packets.max(1) as f64
+        self.events.ir as f64 / self.packets.max(1) as f64
     }
 
     /// Estimated cycles per forwarded packet.
@@ -348,14 +348,13 @@ fn count_instructions(
     let (offered, no_descriptor) = (growth(&s0, &s1, |p| p.generated), growth(&s0, &s1, |p| p.device.qprdc[0]));
     let text = std::fs::read_to_string(out_file).map_err(|e| format!("reading {}: {e}", out_file.display()))?;
     let events = Events::parse(&text).ok_or_else(|| format!("no event totals in {}", out_file.display()))?;
-    let instructions = events.ir;
-    if instructions == 0 {
+    if events.ir == 0 {
         return Err(format!(
             "callgrind counted no instructions in {}: is the forwarding loop named forward_{mode}?",
             driver.hot_function.replace("{mode}", mode)
         ));
     }
-    Ok(Instructions { instructions, events, packets, saturated: no_descriptor * 100 > offered })
+    Ok(Instructions { events, packets, saturated: no_descriptor * 100 > offered })
 }
 
 /// The drivers `safenic bench` measures: every entry of the driver manifest with

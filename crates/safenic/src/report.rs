@@ -109,10 +109,11 @@ pub fn run(o: &Options) -> Result<(), String> {
             }
         }
     }
-    let text = markdown(o, &all);
+    let ratios = ratios(o, &all);
+    let text = markdown(o, &all, &ratios);
     cli::outln!("{}", text.trim_end())?;
     if let Some(dir) = &o.out {
-        write_results(dir, o, &all, &text)?;
+        write_results(dir, o, &all, ratios, &text)?;
     }
     Ok(())
 }
@@ -127,15 +128,12 @@ fn ratios(o: &Options, all: &[Measured]) -> Vec<Ratio> {
     let mut out = Vec::new();
     for mode in &o.modes {
         let of = |name: &str| all.iter().find(|m| m.driver == name && &m.mode == mode);
-        let Some(s) = of(subject) else { continue };
+        let Some(s) = of(subject).filter(|s| !s.instructions.is_empty()) else { continue };
         for base in o.drivers.iter().filter(|d| d.name != subject) {
             let Some(b) = of(&base.name) else { continue };
             let per_rep = |f: fn(&Instructions) -> f64| -> Vec<f64> {
                 s.instructions.iter().zip(&b.instructions).map(|(x, y)| f(x) / f(y)).collect()
             };
-            if s.instructions.is_empty() {
-                continue;
-            }
             out.push(Ratio {
                 model: mode.clone(),
                 driver: subject.to_string(),
@@ -157,7 +155,7 @@ fn host_cpu() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-fn markdown(o: &Options, all: &[Measured]) -> String {
+fn markdown(o: &Options, all: &[Measured], ratios: &[Ratio]) -> String {
     let p = &o.profile;
     let mut t = format!(
         "Profile `{}`: {} repetitions, throughput windows of {} s, {} s under callgrind. Every driver \
@@ -181,11 +179,10 @@ fn markdown(o: &Options, all: &[Measured]) -> String {
         let limits = if limits.is_empty() { "–".to_string() } else { limits.join(", ") };
         t += &format!("| {} | {} | {fwd} | {limits} | {ipp}{unsaturated} | {cpp}{unsaturated} |\n", m.driver, m.mode);
     }
-    let r = ratios(o, all);
-    if !r.is_empty() {
+    if !ratios.is_empty() {
         t += "\nRatios inside each repetition (below 1: fewer than the baseline):\n\n";
         t += "| model | ratio | instructions/packet | estimated cycles/packet |\n|---|---|---|---|\n";
-        for r in &r {
+        for r in ratios {
             t += &format!(
                 "| {} | {} / {} | {} | {} |\n",
                 r.model,
@@ -205,7 +202,13 @@ fn spread_of<T>(values: &[T], f: impl Fn(&T) -> f64) -> Option<Spread> {
 }
 
 /// Writes results.json and results.md into `dir`, then reads the JSON back and checks it.
-fn write_results(dir: &std::path::Path, o: &Options, all: &[Measured], text: &str) -> Result<(), String> {
+fn write_results(
+    dir: &std::path::Path,
+    o: &Options,
+    all: &[Measured],
+    ratios: Vec<Ratio>,
+    text: &str,
+) -> Result<(), String> {
     let p = &o.profile;
     let rows = all
         .iter()
@@ -233,7 +236,7 @@ fn write_results(dir: &std::path::Path, o: &Options, all: &[Measured], text: &st
         callgrind_seconds: p.callgrind_seconds,
         cycle_estimate: ESTIMATE_FORMULA.to_string(),
         rows,
-        ratios: ratios(o, all),
+        ratios,
     };
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let json_path = dir.join("results.json");
