@@ -200,7 +200,18 @@ impl Generator {
             return 0;
         }
         let left = self.spec.count.map_or(u64::MAX, |c| c.saturating_sub(self.sent_this_start));
-        if left == 0 || self.end_ps.is_some_and(|e| now_ps >= e) {
+        if left == 0 {
+            self.active = false;
+            return 0;
+        }
+        if let Some(end) = self.end_ps.filter(|e| now_ps >= *e) {
+            // The frames the rate owed before the end and that were never due in time (the
+            // engine fell behind) count as skipped, so that a timed run's frames offered and
+            // skipped add up to the rate times the duration.
+            let end_x1000 = end.saturating_sub(self.origin_ps).saturating_mul(1000);
+            if self.next_x1000 < end_x1000 {
+                self.skipped += (end_x1000 - self.next_x1000).div_ceil(self.interval_ps_x1000.max(1));
+            }
             self.active = false;
             return 0;
         }
@@ -221,7 +232,12 @@ impl Generator {
             self.skipped += frames;
             self.next_x1000 += frames * interval;
         }
-        (max as u64).min(left) as usize
+        // Looking ahead never reaches past the end of a timed run.
+        let before_end = self.end_ps.map_or(u64::MAX, |end| {
+            let end_x1000 = end.saturating_sub(self.origin_ps).saturating_mul(1000);
+            end_x1000.saturating_sub(self.next_x1000).div_ceil(self.interval_ps_x1000.max(1))
+        });
+        (max as u64).min(left).min(before_end) as usize
     }
 
     /// Frames whose time (`next_x1000`) is below this are due at `now_ps`.

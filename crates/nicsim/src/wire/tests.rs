@@ -100,6 +100,25 @@ fn a_late_engine_is_counted_as_skipped_frames() {
 }
 
 #[test]
+fn a_timed_run_offers_and_skips_exactly_what_its_rate_owes() {
+    // 1 Mpps for 1 ms: 1000 frames owed. The engine looks at 0 µs, then stalls until late in
+    // the run (most of the stall forgotten, the last BURST_PS caught up), then comes back
+    // after the end: what fell due between its last look and the end was never generated.
+    let spec = TrafficSpec { rate_pps: Some(1e6), duration_ms: Some(1), ..Default::default() };
+    for last_look in [900_000_000u64, 999_000_000] {
+        let mut g = Generator::new(0);
+        g.start(spec.clone(), [0x02, 0, 0, 0, 0, 1], 10.0, 0);
+        let mut wire = WireClock::new(10.0);
+        let mut sent = 0;
+        for now in [0, last_look, 1_500_000_000] {
+            sent += g.burst(now, &mut wire, 4096, &mut |_, _| {});
+        }
+        assert!(!g.active());
+        assert_eq!(sent as u64 + g.skipped, 1000, "{sent} sent, {} skipped", g.skipped);
+    }
+}
+
+#[test]
 fn generator_frames_are_valid_ipv4_udp_and_parse_back() {
     let mut g = Generator::new(3);
     let spec = TrafficSpec { size: 64, flows: 4, count: Some(5), ..Default::default() };
