@@ -35,8 +35,9 @@ test: setup
 	$(MAKE) audit
 	$(MAKE) bench-smoke
 
-# The bench's quick profile as a smoke test: every driver and model measured twice, results
-# written, read back and checked for sane figures (nothing about speed is asserted).
+# The bench's quick profile as a smoke test: every driver and model measured twice (RFC 2544
+# with short trials, callgrind), results and figures written, read back and checked for sane
+# figures (nothing about speed is asserted).
 bench-smoke: setup build
 	rm -rf target/bench-quick
 	target/release/safenic bench --profile quick --out target/bench-quick
@@ -58,12 +59,13 @@ audit: setup build
 	RUSTFLAGS= $(CARGO) +nightly miri test -p invariants
 
 # nicsim's own ceiling, then every model of every driver of drivers/drivers.toml with
-# `bench = true`, interleaved and repeated: forwarded Mpps, instructions and estimated cycles
-# per packet, and Rust's ratios to C. docs/bench/ keeps the results (JSON and Markdown).
+# `bench = true`, interleaved and repeated: RFC 2544 throughput, latency at 10-100% of it,
+# instructions and estimated cycles per packet (callgrind), and Rust's ratios to C. Writes
+# docs/bench/results.{json,md}, docs/figures/ and the current table in docs/results.md.
+# PROFILE=full adds every RFC 2544 frame size (about an hour and a half).
+PROFILE ?= standard
 bench: setup build
-	target/release/nicsim bench --seconds 10
-	target/release/nicsim bench --seconds 10 --link-gbps 100
-	target/release/safenic bench --out docs/bench
+	target/release/safenic bench --profile $(PROFILE) --out docs/bench --figures docs/figures --splice docs/results.md
 
 # nicsim against random driver input for a long time, from a new seed each run (make test runs
 # 10^5 cases from a fixed one). A failure prints the seed and case count that replay it.

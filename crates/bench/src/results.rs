@@ -1,6 +1,7 @@
 //! What `safenic bench --out DIR` writes to `results.json`, read back and checked before the
 //! bench calls a run good.
 
+use crate::rfc2544::Found;
 use serde::{Deserialize, Serialize};
 
 /// A figure measured once per repetition: every value, and its median and range.
@@ -39,16 +40,36 @@ pub struct Row {
     pub model: String,
     /// Bytes per frame with FCS, as RFC 2544 counts them.
     pub frame_size: usize,
-    /// Frames forwarded per second at line rate offered, both directions, in millions.
-    pub forwarded_mpps: Spread,
-    /// What limited each repetition's window (`driver`, `nicsim`, `line rate`, …).
+    /// Both directions' line rate at this frame size, in millions of frames per second.
+    pub line_rate_mpps: f64,
+    /// RFC 2544 throughput: the highest rate, both directions together, that lost no frame
+    /// (or no more than the loss tolerance), in millions of frames per second.
+    pub throughput_mpps: Spread,
+    /// What set each repetition's figure: `line rate`, `driver` or `nicsim` (a lower bound).
     pub limited_by: Vec<String>,
-    /// callgrind: instructions per forwarded packet in the forwarding loop.
-    pub instructions_per_packet: Spread,
+    /// Latency at 10% to 100% of each repetition's throughput.
+    pub latency: Vec<LatencyStep>,
+    /// callgrind: instructions per forwarded packet in the forwarding loop (64-byte frames
+    /// only: the loops never touch the payload).
+    pub instructions_per_packet: Option<Spread>,
     /// callgrind: estimated cycles per forwarded packet ([`Results::cycle_estimate`]).
-    pub estimated_cycles_per_packet: Spread,
+    pub estimated_cycles_per_packet: Option<Spread>,
     /// Whether every callgrind run kept the driver saturated (no idle polls counted).
-    pub saturated: bool,
+    pub saturated: Option<bool>,
+    /// Every repetition's search, trial by trial.
+    pub searches: Vec<Found>,
+}
+
+/// Latency at one load, over the repetitions whose throughput was not zero.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStep {
+    /// Percent of the throughput found.
+    pub percent: u32,
+    pub rate_mpps: Spread,
+    pub p50_ns: Spread,
+    pub p99_ns: Spread,
+    pub p999_ns: Spread,
+    pub max_ns: Spread,
 }
 
 /// A ratio of two drivers in one model, computed inside each repetition.
@@ -70,34 +91,38 @@ pub struct Results {
     /// The host's CPU model, from /proc/cpuinfo.
     pub host_cpu: String,
     pub repetitions: usize,
-    pub throughput_seconds: f64,
+    /// RFC 2544 settings: seconds per trial, resolution and loss tolerance (fractions of the
+    /// line rate and of the offered frames), frame sizes.
+    pub trial_seconds: f64,
+    pub resolution: f64,
+    pub loss_tolerance: f64,
+    pub frame_sizes: Vec<usize>,
     pub callgrind_seconds: f64,
     /// How the cycle estimate is computed from callgrind's events.
     pub cycle_estimate: String,
+    /// nicsim's own ceiling (`nicsim bench`), before and after the drivers, in millions of
+    /// frames per second into both ports' receive rings: above the line rate (29.76 at 64
+    /// bytes), nicsim is not what limits the drivers.
+    pub nicsim_ceiling_mpps: Spread,
     pub rows: Vec<Row>,
     pub ratios: Vec<Ratio>,
 }
 
 impl Results {
-    /// Checks that every driver × model has a row with sane figures (finite, positive, one
-    /// per repetition) and every ratio is finite and positive.
+    /// Checks that every driver × model × frame size has a row with sane figures (one per
+    /// repetition; finite; throughput between zero and the line rate; latency percentiles
+    /// positive and in order; instructions and cycles positive, cycles above instructions),
+    /// and that every ratio is finite and positive.
     pub fn validate(&self, drivers: &[String], models: &[String]) -> Result<(), String> {
         for d in drivers {
             for m in models {
-                let row = self
-                    .rows
-                    .iter()
-                    .find(|r| &r.driver == d && &r.model == m)
-                    .ok_or_else(|| format!("no result for {d} {m}"))?;
-                for (what, s) in [
-                    ("forwarded Mpps", &row.forwarded_mpps),
-                    ("instructions per packet", &row.instructions_per_packet),
-                    ("estimated cycles per packet", &row.estimated_cycles_per_packet),
-                ] {
-                    sane(s, self.repetitions).map_err(|e| format!("{d} {m}, {what}: {e}"))?;
-                }
-                if row.estimated_cycles_per_packet.min < row.instructions_per_packet.min {
-                    return Err(format!("{d} {m}: fewer estimated cycles than instructions"));
+                for &size in &self.frame_sizes {
+                    let row = self
+                        .rows
+                        .iter()
+                        .find(|r| &r.driver == d && &r.model == m && r.frame_size == size)
+                        .ok_or_else(|| format!("no result for {d} {m} at {size} bytes"))?;
+                    row.validate(self.repetitions).map_err(|e| format!("{d} {m} at {size} bytes, {e}"))?;
                 }
             }
         }
@@ -106,6 +131,43 @@ impl Results {
                 sane(s, self.repetitions)
                     .map_err(|e| format!("{} / {} {}, {what}: {e}", r.driver, r.baseline, r.model))?;
             }
+        }
+        sane(&self.nicsim_ceiling_mpps, self.nicsim_ceiling_mpps.values.len().max(1))
+            .map_err(|e| format!("nicsim's ceiling: {e}"))
+    }
+}
+
+impl Row {
+    fn validate(&self, repetitions: usize) -> Result<(), String> {
+        let t = &self.throughput_mpps;
+        if t.values.len() != repetitions || self.limited_by.len() != repetitions {
+            return Err(format!("throughput: {} values for {repetitions} repetitions", t.values.len()));
+        }
+        if let Some(v) = t.values.iter().find(|v| !(0.0..=self.line_rate_mpps * (1.0 + 1e-9)).contains(*v)) {
+            return Err(format!("throughput: {v} Mpps is not between 0 and the line rate {}", self.line_rate_mpps));
+        }
+        for step in &self.latency {
+            let p = [&step.p50_ns, &step.p99_ns, &step.p999_ns, &step.max_ns];
+            for s in p.iter().chain([&&step.rate_mpps]) {
+                sane(s, s.values.len().clamp(1, repetitions))
+                    .map_err(|e| format!("latency at {}%: {e}", step.percent))?;
+            }
+            for w in p.windows(2) {
+                if w[0].values.iter().zip(&w[1].values).any(|(a, b)| a > b) {
+                    return Err(format!("latency at {}%: percentiles out of order", step.percent));
+                }
+            }
+        }
+        match (&self.instructions_per_packet, &self.estimated_cycles_per_packet) {
+            (Some(i), Some(c)) => {
+                sane(i, repetitions).map_err(|e| format!("instructions per packet: {e}"))?;
+                sane(c, repetitions).map_err(|e| format!("estimated cycles per packet: {e}"))?;
+                if c.min < i.min {
+                    return Err("fewer estimated cycles than instructions".into());
+                }
+            }
+            (None, None) if self.frame_size != 64 => {}
+            _ => return Err("instructions and estimated cycles missing".into()),
         }
         Ok(())
     }
@@ -133,11 +195,21 @@ mod tests {
             driver: driver.into(),
             model: "const".into(),
             frame_size: 64,
-            forwarded_mpps: Spread::of(&[20.0, 21.0]),
+            line_rate_mpps: 29.76,
+            throughput_mpps: Spread::of(&[20.0, 0.0]),
             limited_by: vec!["driver".into(); 2],
-            instructions_per_packet: Spread::of(ipp),
-            estimated_cycles_per_packet: Spread::of(&ipp.iter().map(|v| v * 1.5).collect::<Vec<_>>()),
-            saturated: true,
+            latency: vec![LatencyStep {
+                percent: 10,
+                rate_mpps: Spread::of(&[2.0]),
+                p50_ns: Spread::of(&[900.0]),
+                p99_ns: Spread::of(&[1500.0]),
+                p999_ns: Spread::of(&[3000.0]),
+                max_ns: Spread::of(&[9000.0]),
+            }],
+            instructions_per_packet: Some(Spread::of(ipp)),
+            estimated_cycles_per_packet: Some(Spread::of(&ipp.iter().map(|v| v * 1.5).collect::<Vec<_>>())),
+            saturated: Some(true),
+            searches: vec![],
         }
     }
 
@@ -147,9 +219,13 @@ mod tests {
             isa: "x86-64-v3".into(),
             host_cpu: "cpu".into(),
             repetitions: 2,
-            throughput_seconds: 1.0,
+            trial_seconds: 0.1,
+            resolution: 0.1,
+            loss_tolerance: 0.0,
+            frame_sizes: vec![64],
             callgrind_seconds: 2.0,
             cycle_estimate: crate::callgrind::ESTIMATE_FORMULA.into(),
+            nicsim_ceiling_mpps: Spread::of(&[30.0, 31.0]),
             rows,
             ratios: vec![],
         }
@@ -172,12 +248,20 @@ mod tests {
         assert_eq!(back, good);
         back.validate(&drivers, &models).unwrap();
         let e = results(vec![row("rust", &[41.0, 41.5])]).validate(&drivers, &models).unwrap_err();
-        assert_eq!(e, "no result for c-gcc const");
+        assert_eq!(e, "no result for c-gcc const at 64 bytes");
         let e = results(vec![row("rust", &[41.0, f64::NAN]), row("c-gcc", &[1.0, 1.0])])
             .validate(&drivers, &models)
             .unwrap_err();
-        assert!(e.starts_with("rust const, instructions per packet: NaN"), "{e}");
+        assert!(e.starts_with("rust const at 64 bytes, instructions per packet: NaN"), "{e}");
         let e = results(vec![row("rust", &[41.0]), row("c-gcc", &[1.0])]).validate(&drivers, &models).unwrap_err();
         assert!(e.contains("1 values for 2 repetitions"), "{e}");
+        let mut fast = row("rust", &[41.0, 41.5]);
+        fast.throughput_mpps = Spread::of(&[29.0, 31.0]);
+        let e = results(vec![fast, row("c-gcc", &[1.0, 1.0])]).validate(&drivers, &models).unwrap_err();
+        assert!(e.contains("31 Mpps is not between 0 and the line rate"), "{e}");
+        let mut disordered = row("rust", &[41.0, 41.5]);
+        disordered.latency[0].p99_ns = Spread::of(&[800.0]);
+        let e = results(vec![disordered, row("c-gcc", &[1.0, 1.0])]).validate(&drivers, &models).unwrap_err();
+        assert!(e.contains("latency at 10%: percentiles out of order"), "{e}");
     }
 }

@@ -12,6 +12,13 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     pin(None, cpu)
 }
 
+/// Lets the calling thread run on every CPU again (undoes [`pin_current_thread`]).
+pub fn unpin_current_thread() -> io::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    (0..rustix::thread::CpuSet::MAX_CPU).for_each(|cpu| set.set(cpu));
+    Ok(rustix::thread::sched_setaffinity(None, &set)?)
+}
+
 /// Pins the main thread of process `pid` to `cpu` (threads it creates later inherit this).
 pub fn pin_process(pid: u32, cpu: usize) -> io::Result<()> {
     let pid = i32::try_from(pid)

@@ -125,18 +125,25 @@ enum Cmd {
         /// was built in, else the current directory).
         #[arg(long)]
         root: Option<PathBuf>,
-        /// How long and how often: quick (2 repetitions, 1 s windows, 1.5 s under callgrind;
-        /// a smoke test), standard (3, 5 s, 10 s) or full (5, 10 s, 20 s).
+        /// How long and how often: quick (2 repetitions, trials of 0.1 s to 10% of the line
+        /// rate, 1 s under callgrind; a smoke test), standard (3, 1 s to 1%, 10 s) or full (3,
+        /// 2 s to 0.5%, 20 s, and every RFC 2544 frame size from 64 to 1518 bytes).
         #[arg(long, value_enum, default_value = "standard")]
         profile: BenchProfile,
         /// Repetitions of every measurement (default: the profile's).
         #[arg(long, value_parser = repetitions)]
         repetitions: Option<usize>,
-        /// Seconds of each throughput window, after a warm-up of half that, at most one second
-        /// (default: the profile's). A window in which nicsim fell behind is measured again, up
-        /// to three.
+        /// Seconds of traffic in each RFC 2544 trial (default: the profile's). A trial in which
+        /// nicsim fell behind the rate asked for is run again, up to three times.
         #[arg(long, value_parser = cli::seconds)]
-        seconds: Option<f64>,
+        trial_seconds: Option<f64>,
+        /// The throughput search stops within this many percent of the line rate (default:
+        /// the profile's).
+        #[arg(long, value_parser = percent_above_zero)]
+        resolution: Option<f64>,
+        /// Percent of the offered frames a trial may lose and still pass (RFC 2544: 0).
+        #[arg(long, value_parser = percent, default_value = "0")]
+        loss_tolerance: f64,
         /// Seconds each driver runs under callgrind (default: the profile's).
         #[arg(long, value_parser = cli::seconds)]
         callgrind_seconds: Option<f64>,
@@ -150,6 +157,18 @@ enum Cmd {
         /// checked before the bench exits 0).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Keep every callgrind profile in this directory (DRIVER-MODEL-REPETITION.callgrind),
+        /// to compare the loops per source line with `callgrind_annotate --auto=yes`.
+        #[arg(long)]
+        profiles: Option<PathBuf>,
+        /// Draw the figures here instead of in OUT/figures (needs --out).
+        #[arg(long)]
+        figures: Option<PathBuf>,
+        /// Replace the text between `<!-- safenic bench: begin -->` and `<!-- safenic bench:
+        /// end -->` in this Markdown file with the results (needs --out; make bench updates
+        /// docs/results.md so).
+        #[arg(long)]
+        splice: Option<PathBuf>,
     },
 }
 
@@ -190,12 +209,28 @@ fn bench_options(modes: Vec<Mode>, selection: Selection, profile: report::Profil
         throughput: true,
         instructions: true,
         out: None,
+        profiles: None,
+        figures: None,
+        splice: None,
     })
 }
 
 /// `--repetitions`: 1 to 100.
 fn repetitions(s: &str) -> Result<usize, String> {
     s.parse().ok().filter(|n| (1..=100).contains(n)).ok_or_else(|| format!("`{s}`: repeat 1 to 100 times"))
+}
+
+/// `--loss-tolerance`: 0 to 100 percent.
+fn percent(s: &str) -> Result<f64, String> {
+    s.parse()
+        .ok()
+        .filter(|p: &f64| (0.0..=100.0).contains(p))
+        .ok_or_else(|| format!("`{s}`: give a percentage from 0 to 100"))
+}
+
+/// `--resolution`: above 0, at most 100 percent.
+fn percent_above_zero(s: &str) -> Result<f64, String> {
+    percent(s).and_then(|p| if p > 0.0 { Ok(p) } else { Err(format!("`{s}`: give a percentage above 0, e.g. 1")) })
 }
 
 /// `--outputs`: an agent has 1 to 64.
@@ -260,21 +295,31 @@ fn main() -> ExitCode {
             root,
             profile,
             repetitions,
-            seconds,
+            trial_seconds,
+            resolution,
+            loss_tolerance,
             callgrind_seconds,
             throughput_only,
             instructions_only,
             out,
+            profiles,
+            figures,
+            splice,
         } => {
             let selection = Selection { only, extra: drivers, root };
             let mut p = report::Profile::named(&format!("{profile:?}").to_lowercase());
             p.repetitions = repetitions.unwrap_or(p.repetitions);
-            p.seconds = seconds.unwrap_or(p.seconds);
+            p.search.trial_seconds = trial_seconds.unwrap_or(p.search.trial_seconds);
+            p.search.resolution = resolution.map_or(p.search.resolution, |r| r / 100.0);
+            p.search.loss_tolerance = loss_tolerance / 100.0;
             p.callgrind_seconds = callgrind_seconds.unwrap_or(p.callgrind_seconds);
             bench_options(modes, selection, p).and_then(|mut o| {
                 o.throughput = !instructions_only;
                 o.instructions = !throughput_only;
                 o.out = out;
+                o.profiles = profiles;
+                o.figures = figures;
+                o.splice = splice;
                 report::run(&o)
             })
         }

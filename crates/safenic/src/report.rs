@@ -1,11 +1,16 @@
-//! `safenic bench`: every driver and model measured on nicsim, repeated with the drivers of a
-//! model interleaved, printed as Markdown (the form docs/results.md keeps) and, with `--out`,
-//! written as `results.json` and `results.md`.
+//! `safenic bench`: nicsim's ceiling, then every driver and model measured on nicsim (RFC 2544
+//! throughput and latency, callgrind's instructions and estimated cycles), repeated with the
+//! drivers of a model interleaved; printed as Markdown (the form docs/results.md keeps) and,
+//! with `--out`, written as `results.json`, `results.md` and figures.
+
+mod figures;
+mod markdown;
 
 use bench::callgrind::ESTIMATE_FORMULA;
-use bench::results::{Ratio, Results, Row, Spread};
-use bench::{Driver, Instructions, Throughput};
-use std::path::PathBuf;
+use bench::results::{LatencyStep, Ratio, Results, Row, Spread};
+use bench::rfc2544::{Search, FRAME_SIZES, LOAD_PERCENTS};
+use bench::{Driver, Instructions, Rfc2544};
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// How long and how often to measure.
@@ -13,19 +18,29 @@ use std::time::Instant;
 pub struct Profile {
     pub name: String,
     pub repetitions: usize,
-    pub seconds: f64,
+    pub search: Search,
+    pub frame_sizes: Vec<usize>,
     pub callgrind_seconds: f64,
+    /// Seconds of each of nicsim's two ceiling measurements.
+    pub ceiling_seconds: f64,
 }
 
 impl Profile {
-    /// `quick` (a smoke test, under 2 minutes), `standard` or `full`.
+    /// `quick` (a smoke test, under 2 minutes), `standard` or `full` (every RFC 2544 frame size).
     pub fn named(name: &str) -> Profile {
-        let (repetitions, seconds, callgrind_seconds) = match name {
-            "quick" => (2, 1.0, 1.5),
-            "full" => (5, 10.0, 20.0),
-            _ => (3, 5.0, 10.0),
+        let (repetitions, trial_seconds, resolution, callgrind_seconds, ceiling_seconds) = match name {
+            "quick" => (2, 0.1, 0.1, 1.0, 0.5),
+            "full" => (3, 2.0, 0.005, 20.0, 10.0),
+            _ => (3, 1.0, 0.01, 10.0, 5.0),
         };
-        Profile { name: name.to_string(), repetitions, seconds, callgrind_seconds }
+        Profile {
+            name: name.to_string(),
+            repetitions,
+            search: Search { trial_seconds, resolution, loss_tolerance: 0.0 },
+            frame_sizes: if name == "full" { FRAME_SIZES.to_vec() } else { vec![64] },
+            callgrind_seconds,
+            ceiling_seconds,
+        }
     }
 }
 
@@ -35,16 +50,27 @@ pub struct Options {
     pub profile: Profile,
     pub throughput: bool,
     pub instructions: bool,
-    /// Where to write results.json and results.md.
+    /// Where to write results.json, results.md and the figures.
     pub out: Option<PathBuf>,
+    /// Where to keep every callgrind profile, as `DRIVER-MODEL-REPETITION.callgrind`.
+    pub profiles: Option<PathBuf>,
+    /// Where to draw the figures (default: `figures` in `out`).
+    pub figures: Option<PathBuf>,
+    /// A Markdown file whose text between [`SPLICE_BEGIN`] and [`SPLICE_END`] is replaced
+    /// with the results (docs/results.md).
+    pub splice: Option<PathBuf>,
 }
 
+pub const SPLICE_BEGIN: &str = "<!-- safenic bench: begin -->";
+pub const SPLICE_END: &str = "<!-- safenic bench: end -->";
+
 /// Every measurement of one driver in one model, one per repetition.
-struct Measured {
-    driver: String,
-    mode: String,
-    throughput: Vec<Throughput>,
-    instructions: Vec<Instructions>,
+pub struct Measured {
+    pub driver: String,
+    pub mode: String,
+    /// Per repetition, per frame size.
+    pub rfc2544: Vec<Vec<Rfc2544>>,
+    pub instructions: Vec<Instructions>,
 }
 
 /// Counts measurements done and says how long the rest will take.
@@ -75,23 +101,38 @@ pub fn run(o: &Options) -> Result<(), String> {
     if o.out.is_some() && !(o.throughput && o.instructions) {
         return Err("--out writes every figure: drop --throughput-only or --instructions-only".into());
     }
+    if o.out.is_none() && (o.splice.is_some() || o.figures.is_some()) {
+        return Err("--splice and --figures write checked results: add --out DIR".into());
+    }
+    if let Some(file) = &o.splice {
+        // Checked before hours of measuring, and again when written.
+        splice(&std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?, "")
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+    }
+    if let Some(dir) = &o.profiles {
+        if !o.instructions {
+            return Err("--profiles keeps callgrind's profiles: drop --throughput-only".into());
+        }
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
     let p = &o.profile;
     let mut all: Vec<Measured> = Vec::new();
     for mode in &o.modes {
         for d in &o.drivers {
-            all.push(Measured { driver: d.name.clone(), mode: mode.clone(), throughput: vec![], instructions: vec![] });
+            all.push(Measured { driver: d.name.clone(), mode: mode.clone(), rfc2544: vec![], instructions: vec![] });
         }
     }
     let phases = usize::from(o.throughput) + usize::from(o.instructions);
-    let mut progress = Progress { total: all.len() * p.repetitions * phases, done: 0, started: Instant::now() };
+    let mut progress = Progress { total: all.len() * p.repetitions * phases + 2, done: 0, started: Instant::now() };
+    progress.note("nicsim's ceiling, before");
+    let mut ceiling = vec![nicsim_ceiling(p.ceiling_seconds)?];
     let n = o.drivers.len();
-    // Every throughput window first, then every callgrind run: a throughput window measured
-    // right after a callgrind run came out 30-60% low, whichever the driver. Within a phase,
-    // model by model, the drivers take turns in each repetition, each repetition starting
-    // with the next one: this host's speed drifts by up to 2x over minutes, and ratios are
-    // taken between neighbours.
-    for phase in ["throughput", "instructions"] {
-        if (phase == "throughput" && !o.throughput) || (phase == "instructions" && !o.instructions) {
+    // Every RFC 2544 search first, then every callgrind run: traffic measured right after a
+    // callgrind run came out 30-60% low, whichever the driver. Within a phase, model by model,
+    // the drivers take turns in each repetition, each repetition starting with the next one:
+    // this host's speed drifts by up to 2x over minutes, and ratios are taken between neighbours.
+    for phase in ["throughput and latency", "instructions"] {
+        if (phase == "instructions" && !o.instructions) || (phase != "instructions" && !o.throughput) {
             continue;
         }
         for (m, mode) in o.modes.iter().enumerate() {
@@ -100,22 +141,43 @@ pub fn run(o: &Options) -> Result<(), String> {
                     let d = &o.drivers[(rep + k) % n];
                     let slot = &mut all[m * n + (rep + k) % n];
                     progress.note(&format!("{phase} of {} {mode}, repetition {}/{}", d.name, rep + 1, p.repetitions));
-                    if phase == "throughput" {
-                        slot.throughput.push(bench::throughput(d, mode, p.seconds)?);
+                    if phase == "instructions" {
+                        let keep =
+                            o.profiles.as_ref().map(|dir| dir.join(format!("{}-{mode}-{}.callgrind", d.name, rep + 1)));
+                        slot.instructions.push(bench::instructions(d, mode, p.callgrind_seconds, keep.as_deref())?);
                     } else {
-                        slot.instructions.push(bench::instructions(d, mode, p.callgrind_seconds)?);
+                        slot.rfc2544.push(bench::rfc2544(d, mode, &p.frame_sizes, &p.search)?);
                     }
                 }
             }
         }
     }
-    let ratios = ratios(o, &all);
-    let text = markdown(o, &all, &ratios);
+    progress.note("nicsim's ceiling, after");
+    ceiling.push(nicsim_ceiling(p.ceiling_seconds)?);
+    let results = results(o, &all, &ceiling);
+    let text = markdown::of(&results);
     cli::outln!("{}", text.trim_end())?;
     if let Some(dir) = &o.out {
-        write_results(dir, o, &all, ratios, &text)?;
+        write_results(dir, o, &results, &text)?;
     }
     Ok(())
+}
+
+/// nicsim's ceiling: Mpps into both ports' receive rings with a reflecting peer on the other
+/// core (`nicsim bench`), from the nicsim built beside this program.
+fn nicsim_ceiling(seconds: f64) -> Result<f64, String> {
+    // The measurements pin this thread to nicsim's CPU; the ceiling places its engine and peer
+    // on the CPUs this thread may use.
+    platform::sched::unpin_current_thread().map_err(|e| format!("unpinning: {e}"))?;
+    let me = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
+    let nicsim = me.with_file_name("nicsim");
+    if !nicsim.exists() {
+        return Err(format!(
+            "{} is missing: build it with `cargo build --release -p nicsim` (make build does)",
+            nicsim.display()
+        ));
+    }
+    bench::nicsim_ceiling(&nicsim, seconds)
 }
 
 /// The driver whose ratios to the others are reported: `rust` if measured, else the first.
@@ -155,92 +217,80 @@ fn host_cpu() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-fn markdown(o: &Options, all: &[Measured], ratios: &[Ratio]) -> String {
-    let p = &o.profile;
-    let mut t = format!(
-        "Profile `{}`: {} repetitions, throughput windows of {} s, {} s under callgrind. Every driver \
-         compiled for {} (Rust `-C target-cpu`, C `-march`); host CPU: {}. Figures are the median \
-         (range) over repetitions; 64-byte frames at line rate into both ports.\n\n",
-        p.name,
-        p.repetitions,
-        p.seconds,
-        p.callgrind_seconds,
-        manifest::isa::compiled(),
-        host_cpu()
-    );
-    t += "| driver | model | forwarded Mpps | limited by | instructions/packet | estimated cycles/packet |\n";
-    t += "|---|---|---|---|---|---|\n";
-    for m in all {
-        let fwd = spread_of(&m.throughput, |t| t.forwarded_mpps).map_or("–".into(), |s| s.show(2));
-        let limits: Vec<String> = m.throughput.iter().map(|t| t.limited_by.to_string()).collect();
-        let unsaturated = if m.instructions.iter().all(|i| i.saturated) { "" } else { " (not saturated)" };
-        let ipp = spread_of(&m.instructions, Instructions::per_packet).map_or("–".into(), |s| s.show(1));
-        let cpp = spread_of(&m.instructions, Instructions::cycles_per_packet).map_or("–".into(), |s| s.show(1));
-        let limits = if limits.is_empty() { "–".to_string() } else { limits.join(", ") };
-        t += &format!("| {} | {} | {fwd} | {limits} | {ipp}{unsaturated} | {cpp}{unsaturated} |\n", m.driver, m.mode);
-    }
-    if !ratios.is_empty() {
-        t += "\nRatios inside each repetition (below 1: fewer than the baseline):\n\n";
-        t += "| model | ratio | instructions/packet | estimated cycles/packet |\n|---|---|---|---|\n";
-        for r in ratios {
-            t += &format!(
-                "| {} | {} / {} | {} | {} |\n",
-                r.model,
-                r.driver,
-                r.baseline,
-                r.instructions.show(3),
-                r.estimated_cycles.show(3)
-            );
-        }
-    }
-    t += &format!("\nEstimated cycles = {ESTIMATE_FORMULA} (callgrind's events in the forwarding loop).\n");
-    t
-}
-
 fn spread_of<T>(values: &[T], f: impl Fn(&T) -> f64) -> Option<Spread> {
     (!values.is_empty()).then(|| Spread::of(&values.iter().map(f).collect::<Vec<_>>()))
 }
 
-/// Writes results.json and results.md into `dir`, then reads the JSON back and checks it.
-fn write_results(
-    dir: &std::path::Path,
-    o: &Options,
-    all: &[Measured],
-    ratios: Vec<Ratio>,
-    text: &str,
-) -> Result<(), String> {
-    let p = &o.profile;
-    let rows = all
+/// One row per driver, model and frame size (nothing for a phase that did not run).
+fn rows(p: &Profile, m: &Measured) -> Vec<Row> {
+    let sizes = if m.rfc2544.is_empty() && !m.instructions.is_empty() { vec![64] } else { p.frame_sizes.clone() };
+    sizes
         .iter()
-        .map(|m| Row {
-            driver: m.driver.clone(),
-            model: m.mode.clone(),
-            frame_size: 64,
-            forwarded_mpps: Spread::of(&m.throughput.iter().map(|t| t.forwarded_mpps).collect::<Vec<_>>()),
-            limited_by: m.throughput.iter().map(|t| t.limited_by.to_string()).collect(),
-            instructions_per_packet: Spread::of(
-                &m.instructions.iter().map(Instructions::per_packet).collect::<Vec<_>>(),
-            ),
-            estimated_cycles_per_packet: Spread::of(
-                &m.instructions.iter().map(Instructions::cycles_per_packet).collect::<Vec<_>>(),
-            ),
-            saturated: m.instructions.iter().all(|i| i.saturated),
+        .enumerate()
+        .map(|(k, &size)| {
+            let at: Vec<&Rfc2544> = m.rfc2544.iter().filter_map(|rep| rep.get(k)).collect();
+            let callgrind = if size == 64 { &m.instructions[..] } else { &[] };
+            Row {
+                driver: m.driver.clone(),
+                model: m.mode.clone(),
+                frame_size: size,
+                line_rate_mpps: at.first().map_or(0.0, |r| r.found.line_rate_pps / 1e6),
+                throughput_mpps: spread_of(&at, |r| r.found.rate_pps / 1e6).unwrap_or_else(|| Spread::of(&[0.0])),
+                limited_by: at.iter().map(|r| r.found.limited_by().to_string()).collect(),
+                latency: latency_steps(&at),
+                instructions_per_packet: spread_of(callgrind, Instructions::per_packet),
+                estimated_cycles_per_packet: spread_of(callgrind, Instructions::cycles_per_packet),
+                saturated: (!callgrind.is_empty()).then(|| callgrind.iter().all(|i| i.saturated)),
+                searches: at.iter().map(|r| r.found.clone()).collect(),
+            }
         })
-        .collect();
-    let results = Results {
+        .collect()
+}
+
+/// Each load step over the repetitions that measured it.
+fn latency_steps(at: &[&Rfc2544]) -> Vec<LatencyStep> {
+    LOAD_PERCENTS
+        .iter()
+        .filter_map(|&percent| {
+            let steps: Vec<_> = at.iter().filter_map(|r| r.latency.iter().find(|l| l.percent == percent)).collect();
+            let ns = |f: fn(&bench::rfc2544::LoadLatency) -> u64| spread_of(&steps, |l| f(l) as f64);
+            Some(LatencyStep {
+                percent,
+                rate_mpps: spread_of(&steps, |l| l.trial.rate_pps / 1e6)?,
+                p50_ns: ns(|l| l.p50_ns)?,
+                p99_ns: ns(|l| l.p99_ns)?,
+                p999_ns: ns(|l| l.p999_ns)?,
+                max_ns: ns(|l| l.max_ns)?,
+            })
+        })
+        .collect()
+}
+
+fn results(o: &Options, all: &[Measured], ceiling: &[f64]) -> Results {
+    let p = &o.profile;
+    Results {
         profile: p.name.clone(),
         isa: manifest::isa::compiled().to_string(),
         host_cpu: host_cpu(),
         repetitions: p.repetitions,
-        throughput_seconds: p.seconds,
+        trial_seconds: p.search.trial_seconds,
+        resolution: p.search.resolution,
+        loss_tolerance: p.search.loss_tolerance,
+        frame_sizes: p.frame_sizes.clone(),
         callgrind_seconds: p.callgrind_seconds,
         cycle_estimate: ESTIMATE_FORMULA.to_string(),
-        rows,
-        ratios,
-    };
+        nicsim_ceiling_mpps: Spread::of(ceiling),
+        rows: all.iter().flat_map(|m| rows(p, m)).collect(),
+        ratios: ratios(o, all),
+    }
+}
+
+/// Writes results.json, results.md and the figures into `dir`, then reads the JSON back and
+/// checks it.
+fn write_results(dir: &Path, o: &Options, results: &Results, text: &str) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let json_path = dir.join("results.json");
-    let json = serde_json::to_string_pretty(&results).map_err(|e| format!("encoding results: {e}"))?;
+    let json = serde_json::to_string_pretty(results).map_err(|e| format!("encoding results: {e}"))?;
     std::fs::write(&json_path, json).map_err(|e| format!("writing {}: {e}", json_path.display()))?;
     let md_path = dir.join("results.md");
     std::fs::write(&md_path, text).map_err(|e| format!("writing {}: {e}", md_path.display()))?;
@@ -250,6 +300,44 @@ fn write_results(
         .map_err(|e| format!("reading back {}: {e}", json_path.display()))?;
     let drivers: Vec<String> = o.drivers.iter().map(|d| d.name.clone()).collect();
     back.validate(&drivers, &o.modes).map_err(|e| format!("{}: {e}", json_path.display()))?;
-    eprintln!("safenic bench: wrote {} and {}", json_path.display(), md_path.display());
+    let figures_dir = o.figures.clone().unwrap_or_else(|| dir.join("figures"));
+    let figures = figures::draw(&back, &figures_dir)?;
+    eprintln!(
+        "safenic bench: wrote {}, {} and {figures} figures in {}",
+        json_path.display(),
+        md_path.display(),
+        figures_dir.display()
+    );
+    if let Some(file) = &o.splice {
+        let old = std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+        let new = splice(&old, text).map_err(|e| format!("{}: {e}", file.display()))?;
+        std::fs::write(file, new).map_err(|e| format!("writing {}: {e}", file.display()))?;
+        eprintln!("safenic bench: updated {}", file.display());
+    }
     Ok(())
+}
+
+/// `document` with its text between [`SPLICE_BEGIN`] and [`SPLICE_END`] replaced by `text`.
+fn splice(document: &str, text: &str) -> Result<String, String> {
+    let missing = || {
+        format!("no `{SPLICE_BEGIN}` … `{SPLICE_END}` markers: add them, on lines of their own, where the results go")
+    };
+    let begin = document.find(SPLICE_BEGIN).ok_or_else(missing)? + SPLICE_BEGIN.len();
+    let end = document[begin..].find(SPLICE_END).ok_or_else(missing)? + begin;
+    Ok(format!("{}\n\n{}\n\n{}", &document[..begin], text.trim(), &document[end..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_results_replace_what_lies_between_the_markers_and_nothing_else() {
+        let doc = format!("# Results\n\nbefore\n{SPLICE_BEGIN}\nold table\n{SPLICE_END}\nafter\n");
+        let once = splice(&doc, "new table\n").unwrap();
+        assert_eq!(once, format!("# Results\n\nbefore\n{SPLICE_BEGIN}\n\nnew table\n\n{SPLICE_END}\nafter\n"));
+        assert_eq!(splice(&once, "new table").unwrap(), once, "splicing again changes nothing");
+        assert!(splice("# Results\n", "x").unwrap_err().contains("markers"));
+        assert!(splice(&format!("{SPLICE_BEGIN} only"), "x").unwrap_err().contains("markers"));
+    }
 }

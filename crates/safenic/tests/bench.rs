@@ -1,8 +1,9 @@
-//! The benchmark harness measures safenic on nicsim: a short throughput window and a short
-//! callgrind run of the restricted model. Needs root, hugepages and valgrind (`make test`
+//! The benchmark harness measures safenic on nicsim: a short RFC 2544 search with latency, and
+//! a short callgrind run of the restricted model. Needs root, hugepages and valgrind (`make test`
 //! provides them); tests run one at a time.
 
-use bench::{instructions, throughput, Driver, Limit, MAX_WINDOWS};
+use bench::rfc2544::{Search, LOAD_PERCENTS};
+use bench::{instructions, rfc2544, Driver};
 
 /// The Rust driver as the manifest describes it, with this build's safenic.
 fn safenic() -> Driver {
@@ -13,39 +14,47 @@ fn safenic() -> Driver {
 }
 
 #[test]
-fn throughput_is_measured_with_its_limit() {
-    let t = throughput(&safenic(), "restricted", 1.0).expect("throughput run");
-    assert!(t.seconds > 0.5, "{t:?}");
-    // Every frame offered in the window was forwarded or dropped for want of a descriptor,
-    // but for those in the rings when it opened or closed (two rings of 512 per port).
-    let rings = 2.0 * 2.0 * 512.0 / t.seconds / 1e6;
-    assert!((t.offered_mpps - t.forwarded_mpps - t.no_descriptor_mpps).abs() <= rings, "{t:?}");
-    // The limit follows from the drops and nicsim's skipped frames.
-    assert_eq!(t.limited_by, Limit::of(t.offered_mpps, t.no_descriptor_mpps, t.skipped_mpps), "{t:?}");
-    // A window nicsim limited is measured again: only the last window may be one.
-    assert!((1..=MAX_WINDOWS).contains(&t.windows), "{t:?}");
-    assert!(!t.limited_by.nicsim_fell_behind() || t.windows == MAX_WINDOWS, "stopped while nicsim was behind: {t:?}");
-    // Offered and skipped add up to the line rate of both ports (2 x 14.88 Mpps): every frame
-    // the rate owed is accounted for, however the host scheduled nicsim's core. Statistics are
-    // as of the engine's last iteration, so the only slack is what may be owed and not yet
-    // due at each end: the 20 µs catch-up plus the 2 µs look-ahead of each port.
-    let owed = t.offered_mpps + t.skipped_mpps;
-    let slack = 2.0 * 2.0 * 22e-6 * 14.880_952 / t.seconds;
-    assert!((owed - 2.0 * 14.880_952).abs() <= slack + 1e-6, "offered + skipped = {owed}: {t:?}");
-}
-
-#[test]
-fn the_limit_is_the_driver_nicsim_both_or_the_line() {
-    assert_eq!(Limit::of(20.0, 0.3, 0.1), Limit::Driver);
-    assert_eq!(Limit::of(20.0, 0.3, 9.0), Limit::DriverAndNicsim, "drops while nicsim fell behind");
-    assert_eq!(Limit::of(20.0, 0.1, 9.0), Limit::Nicsim);
-    assert_eq!(Limit::of(29.7, 0.1, 0.06), Limit::LineRate);
-    assert_eq!(Limit::of(29.4, 0.2, 0.36), Limit::Nicsim, "1.2% of the line rate skipped");
+fn rfc2544_throughput_and_latency_are_measured_with_every_frame_accounted_for() {
+    let search = Search { trial_seconds: 0.1, resolution: 0.25, loss_tolerance: 0.0 };
+    let measured = rfc2544(&safenic(), "restricted", &[64, 1518], &search).expect("RFC 2544 run");
+    assert_eq!(measured.iter().map(|r| r.frame_size).collect::<Vec<_>>(), [64, 1518]);
+    for r in &measured {
+        let f = &r.found;
+        // Two ports at 10 Gb/s: 14.88 Mpps each with 64-byte frames, 0.81 with 1518.
+        let line = 2.0 * 10e9 / ((r.frame_size + 20) * 8) as f64;
+        assert!((f.line_rate_pps - line).abs() < 1.0, "{f:?}");
+        assert!((0.0..=line).contains(&f.rate_pps), "{f:?}");
+        assert_eq!(f.trials, f.log.len(), "{f:?}");
+        assert_eq!(f.log[0].rate_pps, line, "the line rate is tried first: {f:?}");
+        for t in &f.log {
+            // Every frame the rate owed over the trial was generated or skipped, however far
+            // nicsim fell behind (a frame of rounding per port); nothing came out that did not
+            // go in.
+            let owed = t.rate_pps * search.trial_seconds;
+            assert!(((t.offered + t.skipped) as f64 - owed).abs() <= 2.0, "{t:?}");
+            assert!(t.received <= t.offered, "{t:?}");
+        }
+        // The rate found passed (unless none did) and every failing rate tried lies above it.
+        let passed_at =
+            |rate: f64| f.log.iter().any(|t| t.rate_pps == rate && !t.nicsim_fell_behind() && t.passed(0.0));
+        assert!(f.rate_pps == 0.0 || passed_at(f.rate_pps), "{f:?}");
+        assert!(f.log.iter().filter(|t| !t.passed(0.0)).all(|t| t.rate_pps > f.rate_pps), "{f:?}");
+        assert_eq!(r.found.limited_by() == "line rate", f.rate_pps == line, "{f:?}");
+        // Latency at 10% to 100% of the rate found, percentiles in order.
+        if f.rate_pps > 0.0 {
+            assert_eq!(r.latency.iter().map(|l| l.percent).collect::<Vec<_>>(), LOAD_PERCENTS, "{r:?}");
+        }
+        for l in &r.latency {
+            assert!((l.trial.rate_pps - f.rate_pps * f64::from(l.percent) / 100.0).abs() < 1.0, "{l:?}");
+            assert!(0 < l.p50_ns && l.p50_ns <= l.p99_ns && l.p99_ns <= l.p999_ns && l.p999_ns <= l.max_ns, "{l:?}");
+        }
+    }
+    assert_eq!(leftovers(), Vec::<String>::new(), "the run leaves nothing in /dev/shm");
 }
 
 #[test]
 fn instructions_per_packet_come_from_the_forwarding_loop_only() {
-    let i = instructions(&safenic(), "restricted", 2.0).expect("callgrind run");
+    let i = instructions(&safenic(), "restricted", 2.0, None).expect("callgrind run");
     assert!(i.saturated, "under valgrind the driver is the limit: {i:?}");
     assert!(i.packets > 10_000, "{i:?}");
     // The loop's own work: tens to hundreds of instructions per packet, not the thousands
@@ -70,7 +79,7 @@ fn leftovers() -> Vec<String> {
 fn a_driver_without_the_named_loop_is_an_error() {
     let mut d = safenic();
     d.hot_function = "*no_such_function*".into();
-    let e = instructions(&d, "restricted", 1.0).unwrap_err();
+    let e = instructions(&d, "restricted", 1.0, None).unwrap_err();
     assert!(e.contains("no instructions"), "{e}");
     assert_eq!(leftovers(), Vec::<String>::new(), "a failed run leaves nothing in /dev/shm either");
 }

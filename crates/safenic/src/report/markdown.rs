@@ -1,0 +1,95 @@
+//! The bench's results as Markdown: what `safenic bench` prints and writes to `results.md`.
+
+use bench::results::{Results, Spread};
+
+pub fn of(r: &Results) -> String {
+    let mut t = format!(
+        "Profile `{}`: {} repetitions. Every driver compiled for {} (Rust `-C target-cpu`, C \
+         `-march`); host CPU: {}. nicsim's ceiling: {} Mpps into both receive rings (before and \
+         after the drivers). RFC 2544 throughput: both directions at once, the highest rate with \
+         {} loss, binary search over trials of {} s to within {}% of the line rate. Figures are \
+         the median (range) over repetitions.\n\n",
+        r.profile,
+        r.repetitions,
+        r.isa,
+        r.host_cpu,
+        r.nicsim_ceiling_mpps.show(2),
+        if r.loss_tolerance == 0.0 { "zero".to_string() } else { format!("at most {}%", r.loss_tolerance * 100.0) },
+        r.trial_seconds,
+        r.resolution * 100.0,
+    );
+    t += "| driver | model | throughput, Mpps (64 B) | limited by | instructions/packet | estimated cycles/packet |\n";
+    t += "|---|---|---|---|---|---|\n";
+    for row in r.rows.iter().filter(|row| row.frame_size == 64) {
+        let unsaturated = if row.saturated == Some(false) { " (not saturated)" } else { "" };
+        let show = |s: &Option<Spread>| s.as_ref().map_or("–".into(), |s| format!("{}{unsaturated}", s.show(1)));
+        t += &format!(
+            "| {} | {} | {} of {:.2} | {} | {} | {} |\n",
+            row.driver,
+            row.model,
+            row.throughput_mpps.show(2),
+            row.line_rate_mpps,
+            row.limited_by.join(", "),
+            show(&row.instructions_per_packet),
+            show(&row.estimated_cycles_per_packet),
+        );
+    }
+    if r.frame_sizes.len() > 1 {
+        t += "\nRFC 2544 throughput at every frame size, Mpps (median; line rate in the header):\n\n";
+        t += "| driver | model |";
+        let mut rule = "|---|---|".to_string();
+        for size in &r.frame_sizes {
+            let line = r.rows.iter().find(|row| row.frame_size == *size).map_or(0.0, |row| row.line_rate_mpps);
+            t += &format!(" {size} B ({line:.2}) |");
+            rule += "---|";
+        }
+        t += &format!("\n{rule}\n");
+        for row in r.rows.iter().filter(|row| row.frame_size == r.frame_sizes[0]) {
+            t += &format!("| {} | {} |", row.driver, row.model);
+            for size in &r.frame_sizes {
+                let at =
+                    r.rows.iter().find(|x| x.driver == row.driver && x.model == row.model && x.frame_size == *size);
+                t += &at.map_or(" – |".to_string(), |x| format!(" {:.2} |", x.throughput_mpps.median));
+            }
+            t += "\n";
+        }
+    }
+    if !r.ratios.is_empty() {
+        t += "\nRatios inside each repetition (below 1: fewer than the baseline):\n\n";
+        t += "| model | ratio | instructions/packet | estimated cycles/packet |\n|---|---|---|---|\n";
+        for x in &r.ratios {
+            t += &format!(
+                "| {} | {} / {} | {} | {} |\n",
+                x.model,
+                x.driver,
+                x.baseline,
+                x.instructions.show(3),
+                x.estimated_cycles.show(3)
+            );
+        }
+    }
+    t += "\nLatency with 64-byte frames, generator to sink in nicsim, of the slower direction, at 10% to \
+          100% of each driver's own throughput; µs, median over repetitions:\n\n";
+    t += "| driver | model | load | Mpps | p50 | p99 | p99.9 | max |\n|---|---|---|---|---|---|---|---|\n";
+    for row in r.rows.iter().filter(|row| row.frame_size == 64) {
+        if row.latency.is_empty() {
+            t += &format!("| {} | {} | – | no rate without loss | | | | |\n", row.driver, row.model);
+        }
+        for s in &row.latency {
+            let us = |x: &Spread| format!("{:.2}", x.median / 1e3);
+            t += &format!(
+                "| {} | {} | {}% | {:.2} | {} | {} | {} | {} |\n",
+                row.driver,
+                row.model,
+                s.percent,
+                s.rate_mpps.median,
+                us(&s.p50_ns),
+                us(&s.p99_ns),
+                us(&s.p999_ns),
+                us(&s.max_ns)
+            );
+        }
+    }
+    t += &format!("\nEstimated cycles = {} (callgrind's events in the forwarding loop).\n", r.cycle_estimate);
+    t
+}
