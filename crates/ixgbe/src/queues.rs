@@ -217,7 +217,8 @@ pub struct TxRing<'a> {
 /// RX queue 0 of an 82599 with `N` legacy descriptors.
 pub struct RxQueue<'a, const N: usize> {
     ring: VolatileArray<'a, [u64; 2], N>,
-    held: RingArray<Option<Buffer<'a>>, N>,
+    /// The buffer of every slot: an RX ring is always full, so no slot is ever empty.
+    held: RingArray<Buffer<'a>, N>,
     tail: VolatilePtr<'a, u32>,
     next: RingIndex<N>,
     /// Frames refused (length beyond the buffer, or spanning buffers) and recycled.
@@ -233,26 +234,25 @@ impl<'a, const N: usize> RxQueue<'a, N> {
         let phys = mem.block.device_range(mem.rx_ring, N * 16, "the RX ring")?;
         let ring =
             mem.block.memory().array::<[u64; 2], N>(mem.rx_ring).ok_or(DriverError::Invalid("ring layout".into()))?;
-        let mut missing = false;
-        let held = RingArray::from_fn(|i| {
-            let b = pool.take();
-            missing |= b.is_none();
-            if let Some(b) = &b {
-                ring.ring(i).at::<0>().write(b.phys.to_le());
-                ring.ring(i).at::<1>().write(0);
-            }
-            b
-        });
-        if missing {
+        let buffers: Vec<Buffer<'a>> = std::iter::from_fn(|| pool.take()).take(N).collect();
+        if buffers.len() < N {
+            buffers.into_iter().for_each(|b| pool.give(b));
             return Err(DriverError::Invalid(format!("a pool of at least {N} buffers is needed to fill the RX ring")));
         }
+        let mut buffers = buffers.into_iter();
+        let held = RingArray::from_fn(|i| {
+            let b = buffers.next().expect("N buffers were taken");
+            ring.ring(i).at::<0>().write(b.phys.to_le());
+            ring.ring(i).at::<1>().write(0);
+            b
+        });
         let (tail, queue) = device.set_input(phys, N, (N - 1) as u32)?;
         Ok(RxQueue { ring, held, tail, next: RingIndex::ZERO, malformed: 0, _queue: queue })
     }
 
-    /// Buffers in the ring.
+    /// Buffers in the ring: always all `N`.
     pub fn held(&self) -> usize {
-        (0..N).filter(|&i| self.held[RingIndex::wrapping(i)].is_some()).count()
+        N
     }
 }
 
@@ -260,9 +260,12 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
     #[inline(always)]
     fn rx_batch<const B: usize>(&mut self, pool: &mut BufferPool<'a>, batch: &mut Batch<'a, B>) -> usize {
         let mut got = 0;
+        // The ring position in a local, written back once: stored in `self`, it would be
+        // written to memory after every packet, as the descriptor writes may alias it.
         let start = self.next;
+        let mut next = start;
         while !batch.is_full() {
-            let i = self.next;
+            let i = next;
             let desc = self.ring.ring(i);
             let status = u64::from_le(desc.at::<1>().read());
             if status & RX_DD == 0 {
@@ -271,8 +274,8 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
             let Some(fresh) = pool.take() else { break };
             desc.at::<0>().write(fresh.phys.to_le());
             desc.at::<1>().write(0);
-            self.next = i.next();
-            let Some(mut old) = self.held[i].replace(fresh) else { continue };
+            next = i.next();
+            let mut old = std::mem::replace(&mut self.held[i], fresh);
             // The written-back length is untrusted [DS 7.1.5]: converted once; a frame that
             // does not fit, or spans buffers, is dropped and its buffer recycled.
             match PacketLength::new((status & 0xFFFF) as usize) {
@@ -289,9 +292,10 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
                 }
             }
         }
-        if self.next != start {
+        self.next = next;
+        if next != start {
             // RDT = last descriptor handed back, so RDT never equals RDH [DS 7.1.9].
-            self.tail.write(self.next.prev().get() as u32);
+            self.tail.write(next.prev().get() as u32);
         }
         got
     }
@@ -367,12 +371,14 @@ impl<'a, const N: usize> TxQueue<'a, N> {
         if self.recycled.distance_to(head) > self.recycled.distance_to(self.next) {
             return;
         }
-        while self.recycled != head {
-            if let Some(b) = self.held[self.recycled].take() {
+        let mut recycled = self.recycled;
+        while recycled != head {
+            if let Some(b) = self.held[recycled].take() {
                 pool.give(b);
             }
-            self.recycled = self.recycled.next();
+            recycled = recycled.next();
         }
+        self.recycled = recycled;
     }
 }
 
@@ -389,8 +395,10 @@ impl<'a, const N: usize> Transmit<'a> for TxQueue<'a, N> {
         }
         let count = room.min(batch.len());
         let mut sent = 0;
+        // The ring position in a local, written back once (as in `rx_batch`).
+        let mut next = self.next;
         for b in batch.items.drain(..count) {
-            let i = self.next;
+            let i = next;
             let rs = if i.get() % Self::RS_PERIOD == Self::RS_PERIOD - 1 { TX_RS } else { 0 };
             let desc = self.ring.ring(i);
             desc.at::<0>().write(b.phys.to_le());
@@ -398,11 +406,12 @@ impl<'a, const N: usize> Transmit<'a> for TxQueue<'a, N> {
             if let Some(old) = self.held[i].replace(b) {
                 pool.give(old); // not reached: a slot is recycled before it is reused
             }
-            self.next = i.next();
+            next = i.next();
             sent += 1;
         }
+        self.next = next;
         if sent > 0 {
-            self.tail.write(self.next.get() as u32);
+            self.tail.write(next.get() as u32);
         }
         sent
     }
