@@ -233,15 +233,18 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
         mut handler: impl FnMut(VolatilePtr<'a, PacketData>, PacketLength, &mut O::Array<PacketLength>),
     ) -> usize {
         let mut n = 0;
+        // The ring position in a local, written back once: in `self`, it would be stored
+        // after every packet, as the descriptor writes may alias it.
+        let mut processed = self.processed;
         while n < FLUSH_PERIOD {
-            let i = self.processed;
+            let i = processed;
             let status = u64::from_le(self.shared_ring.ring(i).at::<1>().read());
             if status & RX_DD == 0 {
                 if n == 0 {
                     // Idle: the receive side may be waiting for slots that the outputs sent
                     // after the last RS point. Without this, a device whose head write-back
                     // lags by more than a recycle period would never be given them back.
-                    self.recycle();
+                    self.recycle(processed);
                 }
                 break;
             }
@@ -260,14 +263,15 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
                 self.lengths[o] = PacketLength::ZERO;
                 self.out[o].last
             });
-            self.processed = i.next();
+            processed = i.next();
             if rs != 0 {
-                self.recycle();
+                self.recycle(processed);
             }
             n += 1;
         }
+        self.processed = processed;
         if n > 0 {
-            let tail = self.processed.get() as u32;
+            let tail = processed.get() as u32;
             self.outputs.for_each(|o| {
                 self.out[o].tail.write(tail);
                 self.out[o].last
@@ -281,12 +285,12 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
     /// written by the device and untrusted: reduced modulo N, they can only delay recycling.
     /// RDT is written only when it changes.
     #[inline(always)]
-    fn recycle(&mut self) {
-        let mut earliest = self.processed;
+    fn recycle(&mut self, processed: RingIndex<N>) {
+        let mut earliest = processed;
         let mut behind = 0;
         self.outputs.for_each(|o| {
             let head = RingIndex::<N>::wrapping(u32::from_le(self.out[o].head.read()) as usize);
-            let pending = head.distance_to(self.processed);
+            let pending = head.distance_to(processed);
             if pending > behind {
                 behind = pending;
                 earliest = head;

@@ -22,8 +22,7 @@ pub use device::{Device, DriverError, Port, PresenceCheck};
 
 /// Bytes per packet buffer.
 pub const BUFFER_SIZE: usize = 2048;
-/// A packet buffer in DMA memory.
-/// A packet buffer, as 8-byte words: the type makes its alignment known, so constant byte
+/// A packet buffer in DMA memory, as 8-byte words: the type makes its alignment known, so constant byte
 /// ranges (the MAC rewrite) are written with word stores.
 pub type PacketData = [u64; BUFFER_SIZE / 8];
 /// A packet length, at most one buffer.
