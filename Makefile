@@ -35,9 +35,9 @@ test: setup
 	$(MAKE) audit
 	$(MAKE) bench-smoke
 
-# The bench's quick profile as a smoke test: every driver and model measured twice (RFC 2544
-# with short trials, callgrind), results and figures written, read back and checked for sane
-# figures (nothing about speed is asserted).
+# The bench's quick profile as a smoke test: every driver and model measured once (RFC 2544
+# with short trials, latency, callgrind), results and figures written, read back and checked
+# for sane figures (nothing about speed is asserted).
 bench-smoke: setup build
 	rm -rf target/bench-quick
 	target/release/safenic bench --profile quick --out target/bench-quick

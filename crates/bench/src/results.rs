@@ -47,6 +47,9 @@ pub struct Row {
     pub throughput_mpps: Spread,
     /// What set each repetition's figure: `line rate`, `driver` or `nicsim` (a lower bound).
     pub limited_by: Vec<String>,
+    /// Frames forwarded per second, both directions, in the trials at line rate (the best try
+    /// of each repetition), in millions: what the driver moves when overloaded.
+    pub forwarded_at_line_rate_mpps: Spread,
     /// Latency at 10% to 100% of each repetition's throughput.
     pub latency: Vec<LatencyStep>,
     /// callgrind: instructions per forwarded packet in the forwarding loop (64-byte frames
@@ -146,6 +149,10 @@ impl Row {
         if let Some(v) = t.values.iter().find(|v| !(0.0..=self.line_rate_mpps * (1.0 + 1e-9)).contains(*v)) {
             return Err(format!("throughput: {v} Mpps is not between 0 and the line rate {}", self.line_rate_mpps));
         }
+        let f = &self.forwarded_at_line_rate_mpps;
+        if f.values.len() != repetitions || f.values.iter().any(|v| !v.is_finite() || *v < 0.0) {
+            return Err(format!("forwarded at line rate: {:?} for {repetitions} repetitions", f.values));
+        }
         for step in &self.latency {
             let p = [&step.p50_ns, &step.p99_ns, &step.p999_ns, &step.max_ns];
             for s in p.iter().chain([&&step.rate_mpps]) {
@@ -198,6 +205,7 @@ mod tests {
             line_rate_mpps: 29.76,
             throughput_mpps: Spread::of(&[20.0, 0.0]),
             limited_by: vec!["driver".into(); 2],
+            forwarded_at_line_rate_mpps: Spread::of(&[25.0, 26.0]),
             latency: vec![LatencyStep {
                 percent: 10,
                 rate_mpps: Spread::of(&[2.0]),

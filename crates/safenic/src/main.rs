@@ -125,7 +125,7 @@ enum Cmd {
         /// was built in, else the current directory).
         #[arg(long)]
         root: Option<PathBuf>,
-        /// How long and how often: quick (2 repetitions, trials of 0.1 s to 10% of the line
+        /// How long and how often: quick (1 repetition, trials of 0.1 s to 10% of the line
         /// rate, 1 s under callgrind; a smoke test), standard (3, 1 s to 1%, 10 s) or full (3,
         /// 2 s to 0.5%, 20 s, and every RFC 2544 frame size from 64 to 1518 bytes).
         #[arg(long, value_enum, default_value = "standard")]

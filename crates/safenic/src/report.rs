@@ -29,7 +29,7 @@ impl Profile {
     /// `quick` (a smoke test, under 2 minutes), `standard` or `full` (every RFC 2544 frame size).
     pub fn named(name: &str) -> Profile {
         let (repetitions, trial_seconds, resolution, callgrind_seconds, ceiling_seconds) = match name {
-            "quick" => (2, 0.1, 0.1, 1.0, 0.5),
+            "quick" => (1, 0.1, 0.1, 1.0, 0.5),
             "full" => (3, 2.0, 0.005, 20.0, 10.0),
             _ => (3, 1.0, 0.01, 10.0, 5.0),
         };
@@ -237,6 +237,11 @@ fn rows(p: &Profile, m: &Measured) -> Vec<Row> {
                 line_rate_mpps: at.first().map_or(0.0, |r| r.found.line_rate_pps / 1e6),
                 throughput_mpps: spread_of(&at, |r| r.found.rate_pps / 1e6).unwrap_or_else(|| Spread::of(&[0.0])),
                 limited_by: at.iter().map(|r| r.found.limited_by().to_string()).collect(),
+                forwarded_at_line_rate_mpps: spread_of(&at, |r| {
+                    let best = r.found.log.iter().filter(|t| t.rate_pps == r.found.line_rate_pps).map(|t| t.received);
+                    best.max().unwrap_or(0) as f64 / p.search.trial_seconds / 1e6
+                })
+                .unwrap_or_else(|| Spread::of(&[0.0])),
                 latency: latency_steps(&at),
                 instructions_per_packet: spread_of(callgrind, Instructions::per_packet),
                 estimated_cycles_per_packet: spread_of(callgrind, Instructions::cycles_per_packet),

@@ -154,6 +154,7 @@ mod tests {
             line_rate_mpps: 29.76,
             throughput_mpps: one(20.0),
             limited_by: vec!["driver".into()],
+            forwarded_at_line_rate_mpps: one(25.0),
             latency: (1..=10)
                 .map(|k| LatencyStep {
                     percent: k * 10,

@@ -18,18 +18,24 @@ pub fn of(r: &Results) -> String {
         r.trial_seconds,
         r.resolution * 100.0,
     );
-    t += "| driver | model | throughput, Mpps (64 B) | limited by | instructions/packet | estimated cycles/packet |\n";
-    t += "|---|---|---|---|---|---|\n";
+    t += "| driver | model | throughput, Mpps (64 B) | limited by | forwarded at line rate, Mpps | instructions/packet | estimated cycles/packet |\n";
+    t += "|---|---|---|---|---|---|---|\n";
     for row in r.rows.iter().filter(|row| row.frame_size == 64) {
         let unsaturated = if row.saturated == Some(false) { " (not saturated)" } else { "" };
         let show = |s: &Option<Spread>| s.as_ref().map_or("–".into(), |s| format!("{}{unsaturated}", s.show(1)));
+        let (throughput, limited_by, overloaded) = if row.searches.is_empty() {
+            ("–".to_string(), "–".to_string(), "–".to_string())
+        } else {
+            (
+                format!("{} of {:.2}", row.throughput_mpps.show(2), row.line_rate_mpps),
+                row.limited_by.join(", "),
+                row.forwarded_at_line_rate_mpps.show(2),
+            )
+        };
         t += &format!(
-            "| {} | {} | {} of {:.2} | {} | {} | {} |\n",
+            "| {} | {} | {throughput} | {limited_by} | {overloaded} | {} | {} |\n",
             row.driver,
             row.model,
-            row.throughput_mpps.show(2),
-            row.line_rate_mpps,
-            row.limited_by.join(", "),
             show(&row.instructions_per_packet),
             show(&row.estimated_cycles_per_packet),
         );
@@ -68,10 +74,14 @@ pub fn of(r: &Results) -> String {
             );
         }
     }
+    if r.rows.iter().all(|row| row.searches.is_empty()) {
+        t += &format!("\nEstimated cycles = {} (callgrind's events in the forwarding loop).\n", r.cycle_estimate);
+        return t;
+    }
     t += "\nLatency with 64-byte frames, generator to sink in nicsim, of the slower direction, at 10% to \
           100% of each driver's own throughput; µs, median over repetitions:\n\n";
     t += "| driver | model | load | Mpps | p50 | p99 | p99.9 | max |\n|---|---|---|---|---|---|---|---|\n";
-    for row in r.rows.iter().filter(|row| row.frame_size == 64) {
+    for row in r.rows.iter().filter(|row| row.frame_size == 64 && !row.searches.is_empty()) {
         if row.latency.is_empty() {
             t += &format!("| {} | {} | – | no rate without loss | | | | |\n", row.driver, row.model);
         }
