@@ -127,7 +127,7 @@ impl Harness {
         let words: Vec<String> =
             prefix.iter().cloned().chain(driver.command.iter().map(|w| w.replace("{mode}", mode))).collect();
         let child = Reaped::spawn(
-            Command::new(&words[0])
+            platform::process::die_with_parent(&mut Command::new(&words[0]))
                 .args(&words[1..])
                 .args([mode, &nicsim::sysfs::port_address(0), &nicsim::sysfs::port_address(1)])
                 .arg("--sysfs")
@@ -230,14 +230,14 @@ impl Harness {
         for port in 0..2 {
             self.sim.start_traffic(port, spec.clone())?;
         }
-        std::thread::sleep(Duration::from_secs_f64(seconds));
+        pause(Duration::from_secs_f64(seconds))?;
         // Drained when the generators have stopped and the sinks counted nothing new for
         // DRAIN: the rings hold at most a few microseconds of traffic at line rate.
         let deadline = Instant::now() + Duration::from_secs(2);
         let received = |s: &Stats| s.ports.iter().map(|p| p.sink_packets).sum::<u64>();
         let mut last = self.stats()?;
         loop {
-            std::thread::sleep(DRAIN);
+            pause(DRAIN)?;
             let s = self.stats()?;
             let drained = s.ports.iter().all(|p| !p.generator_active) && received(&s) == received(&last);
             last = s;
@@ -260,6 +260,23 @@ impl Harness {
 /// Bytes of the frame check sequence, which RFC 2544's frame sizes include and nicsim's
 /// frame lengths do not.
 const FCS: usize = 4;
+
+/// Sleeps for `d`, or less if SIGINT or SIGTERM arrived (once the termination flag of
+/// [`platform::signals`] is installed), in which case the measurement stops with an error: the
+/// caller's harness then stops the driver and removes its files as it goes out of scope.
+fn pause(d: Duration) -> Result<(), String> {
+    let until = Instant::now() + d;
+    loop {
+        if platform::signals::terminate_requested() {
+            return Err("interrupted: the driver was stopped and nicsim's files removed".into());
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
 
 /// How long the sinks must count nothing new after a trial for it to be over.
 const DRAIN: Duration = Duration::from_millis(10);
@@ -320,11 +337,11 @@ fn count_instructions(
     // overflowed. A slice without drops may have let the loop drain the ring and poll it
     // empty (nicsim stalled), which a judgement over the whole run would miss.
     let slice = Duration::from_secs_f64(seconds / 10.0);
-    std::thread::sleep(slice);
+    pause(slice)?;
     let mut saturated = true;
     let mut last = session.stats()?;
     for _ in 0..8 {
-        std::thread::sleep(slice);
+        pause(slice)?;
         let now = session.stats()?;
         saturated &= last
             .ports
@@ -333,7 +350,7 @@ fn count_instructions(
             .all(|(a, b)| (b.device.qprdc[0] - a.device.qprdc[0]) * 100 > b.generated - a.generated);
         last = now;
     }
-    std::thread::sleep(slice);
+    pause(slice)?;
     // Stop while traffic still flows, for the same reason.
     terminate(child, Duration::from_secs(60))?;
     session.stop_traffic()?;

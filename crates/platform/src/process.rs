@@ -96,6 +96,11 @@ impl Reaped {
         self.child().stdout.take()
     }
 
+    /// Its piped standard error, for a caller that reads it as it comes (or closes it).
+    pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
+        self.child().stderr.take()
+    }
+
     /// Its exit status, if it has exited.
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
         self.child().try_wait()

@@ -115,6 +115,9 @@ pub fn run(o: &Options) -> Result<(), String> {
         }
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
+    // SIGINT or SIGTERM ends the run between two looks at the clock; every driver and nicsim
+    // session then goes with the harness that started it.
+    platform::signals::install_termination_flag().map_err(|e| format!("installing signal handlers: {e}"))?;
     let p = &o.profile;
     let mut all: Vec<Measured> = Vec::new();
     for mode in &o.modes {

@@ -83,3 +83,42 @@ fn a_driver_without_the_named_loop_is_an_error() {
     assert!(e.contains("no instructions"), "{e}");
     assert_eq!(leftovers(), Vec::<String>::new(), "a failed run leaves nothing in /dev/shm either");
 }
+
+#[test]
+fn an_interrupted_bench_stops_its_driver_and_leaves_nothing_behind() {
+    use platform::signals::Signal;
+    use std::io::{BufRead, BufReader};
+    let mut bench = platform::Reaped::spawn(
+        std::process::Command::new(env!("CARGO_BIN_EXE_safenic"))
+            .args(["bench", "--profile", "quick", "--only", "rust", "--modes", "const", "--trial-seconds", "2"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped()),
+    )
+    .unwrap();
+    // Once it is measuring the driver (a trial of 2 s is under way), SIGTERM.
+    let mut progress = BufReader::new(bench.take_stderr().unwrap()).lines();
+    let started = progress.by_ref().map_while(Result::ok).find(|l| l.contains("throughput and latency of rust const"));
+    assert!(started.is_some(), "the bench reports what it measures");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let pid = bench.id();
+    bench.signal(Signal::Terminate).unwrap();
+    let rest: Vec<String> = progress.map_while(Result::ok).collect();
+    let out = bench.wait_for_exit(std::time::Duration::from_secs(30)).unwrap();
+    assert!(!out.status.success(), "{rest:?}");
+    assert_eq!(rest.len(), 1, "one line: {rest:?}");
+    assert!(rest[0].contains("interrupted"), "{rest:?}");
+    let mine = format!("safenic-bench-{pid}-");
+    let left: Vec<String> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&mine))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "nicsim's files are removed");
+    let drivers: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&mine))
+        .collect();
+    assert_eq!(drivers, Vec::<String>::new(), "the driver has stopped");
+}

@@ -29,19 +29,34 @@ pub fn draw(r: &Results, dir: &Path) -> Result<usize, String> {
         let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, epaint_default_fonts::UBUNTU_LIGHT);
     });
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let tall = (SIZE.0, SIZE.1 * 2);
     let latency = dir.join("latency");
     let instructions = dir.join("instructions");
     let failed = |what: &Path, e: String| format!("drawing {}: {e}", what.display());
     latency_figure(SVGBackend::new(&latency.with_extension("svg"), SIZE).into_drawing_area(), r)
         .map_err(|e| failed(&latency, e))?;
-    latency_figure(BitMapBackend::new(&latency.with_extension("png"), SIZE).into_drawing_area(), r)
-        .map_err(|e| failed(&latency, e))?;
-    let tall = (SIZE.0, SIZE.1 * 2);
+    png_of(&latency.with_extension("png"), SIZE, |root| latency_figure(root, r)).map_err(|e| failed(&latency, e))?;
     instructions_figure(SVGBackend::new(&instructions.with_extension("svg"), tall).into_drawing_area(), r)
         .map_err(|e| failed(&instructions, e))?;
-    instructions_figure(BitMapBackend::new(&instructions.with_extension("png"), tall).into_drawing_area(), r)
+    png_of(&instructions.with_extension("png"), tall, |root| instructions_figure(root, r))
         .map_err(|e| failed(&instructions, e))?;
     Ok(4)
+}
+
+/// Draws with `draw` into an RGB buffer of `size` and writes it to `path` as a PNG.
+fn png_of(
+    path: &Path,
+    size: (u32, u32),
+    draw: impl FnOnce(DrawingArea<BitMapBackend<'_>, Shift>) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut pixels = vec![0u8; size.0 as usize * size.1 as usize * 3];
+    draw(BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area())?;
+    let file = std::fs::File::create(path).map_err(|e| e.to_string())?;
+    let mut encoder = png::Encoder::new(std::io::BufWriter::new(file), size.0, size.1);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    let mut writer = encoder.write_header().map_err(|e| e.to_string())?;
+    writer.write_image_data(&pixels).map_err(|e| e.to_string())
 }
 
 /// The drivers and models in the order the results list them.
