@@ -175,7 +175,7 @@ mod tests {
         let level = isa::compiled();
         assert_eq!(clang, [format!("/repo/drivers/c/build/{level}/clang/safenic-c-{{mode}}"), "fwd".to_string()]);
         let gcc = m.get("c-gcc").unwrap();
-        assert_eq!(gcc.build_command().unwrap(), format!("make -C drivers/c gcc ISA={level}"));
+        assert_eq!(gcc.build_command().unwrap(), format!("make -j3 -C drivers/c gcc ISA={level}"));
         assert_eq!(gcc.binary_of("const").unwrap(), format!("drivers/c/build/{level}/gcc/safenic-c-const"));
     }
 
