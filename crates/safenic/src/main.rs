@@ -92,6 +92,13 @@ enum Cmd {
         #[arg(long, value_parser = cli::seconds)]
         seconds: Option<f64>,
     },
+    /// Draw the bench's figures again from a results.json it wrote (SVG and PNG into DIR).
+    Figures {
+        /// The results.json of a `safenic bench --out` run.
+        results: PathBuf,
+        /// Where to write the figures.
+        dir: PathBuf,
+    },
     /// Prove from the release binary that the hot paths contain no run-time checks, print the
     /// size table and the unsafe budget; exit 1 if a check or misplaced unsafe is found. Runs
     /// `safenic-audit` (crates/audit), built beside this program, so that the audit's
@@ -288,6 +295,7 @@ fn main() -> ExitCode {
             gen::run(&gen::Options { port, sysfs, rate, size, count, seconds })
         }
         Cmd::Audit { binary, root, json } => run_audit(binary, root, json),
+        Cmd::Figures { results, dir } => report::redraw(&results, &dir),
         Cmd::Bench {
             modes,
             only,

@@ -325,6 +325,17 @@ fn write_results(dir: &Path, o: &Options, results: &Results, text: &str) -> Resu
     Ok(())
 }
 
+/// `safenic figures`: the figures of a results.json written by an earlier run, into `dir`.
+pub fn redraw(results: &Path, dir: &Path) -> Result<(), String> {
+    let r: Results = std::fs::read_to_string(results)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        .map_err(|e| format!("{}: {e} (give a results.json written by safenic bench --out)", results.display()))?;
+    let n = figures::draw(&r, dir)?;
+    eprintln!("safenic figures: wrote {n} figures in {}", dir.display());
+    Ok(())
+}
+
 /// `document` with its text between [`SPLICE_BEGIN`] and [`SPLICE_END`] replaced by `text`.
 fn splice(document: &str, text: &str) -> Result<String, String> {
     let missing = || {

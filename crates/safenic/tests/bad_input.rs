@@ -83,6 +83,8 @@ fn every_safenic_subcommand_refuses_bad_values_in_one_line() {
         (vec!["bench", "--profile", "slow"], "--profile"),
         (vec!["bench", "--throughput-only", "--out", "/tmp/x"], "--throughput-only"),
         (vec!["audit", "--binary", "/nonexistent/safenic"], "/nonexistent/safenic"),
+        (vec!["figures", "/nonexistent/results.json", "/tmp/x"], "/nonexistent/results.json"),
+        (vec!["figures", "Cargo.toml", "/tmp/x"], "results.json written by safenic bench"),
         (vec!["frobnicate"], "frobnicate"),
     ];
     for (args, names) in table {
