@@ -96,7 +96,7 @@ fn latency_figure<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Results)
             .y_label_area_size(55)
             .build_cartesian_2d(0.0..fastest * 1.1, (best / 2.0..worst * 2.0).log_scale())
             .map_err(e)?;
-        chart.configure_mesh().x_desc("offered load, Mpps").y_desc("µs").draw().map_err(e)?;
+        chart.configure_mesh().x_desc("offered load, Mpps").y_desc("µs").light_line_style(WHITE).draw().map_err(e)?;
         for row in rows_at_64(r, model) {
             let colour = COLOURS[drivers.iter().position(|d| *d == row.driver).unwrap_or(0) % COLOURS.len()];
             let points: Vec<(f64, f64)> =
