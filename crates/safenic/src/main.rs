@@ -154,10 +154,10 @@ enum Cmd {
         /// Seconds each driver runs under callgrind (default: the profile's).
         #[arg(long, value_parser = cli::seconds)]
         callgrind_seconds: Option<f64>,
-        /// Only the throughput columns.
+        /// Only RFC 2544 throughput and latency (no callgrind).
         #[arg(long, conflicts_with = "instructions_only")]
         throughput_only: bool,
-        /// Only the instruction columns.
+        /// Only callgrind's instructions and estimated cycles (no RFC 2544).
         #[arg(long)]
         instructions_only: bool,
         /// Also write results.json and results.md into this directory (read back and
