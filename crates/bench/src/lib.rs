@@ -203,16 +203,10 @@ impl Harness {
         let mut latency = Vec::new();
         for percent in rfc2544::LOAD_PERCENTS.into_iter().filter(|_| found.rate_pps > 0.0) {
             let rate = found.rate_pps * f64::from(percent) / 100.0;
-            let mut tries = 0;
-            loop {
-                let t = self.trial(rate, frame_size, search.trial_seconds)?;
-                tries += 1;
-                if !t.nicsim_fell_behind() || tries == rfc2544::TRIES {
-                    let directions: Vec<_> = self.stats()?.ports.into_iter().map(|p| p.latency_ns).collect();
-                    latency.push(LoadLatency::of(percent, t, &directions));
-                    break;
-                }
-            }
+            let tries = rfc2544::until_nicsim_keeps_up(|| self.trial(rate, frame_size, search.trial_seconds))?;
+            // The latency histograms are those of the last trial (each starts from zero).
+            let directions: Vec<_> = self.stats()?.ports.into_iter().map(|p| p.latency_ns).collect();
+            latency.push(LoadLatency::of(percent, tries[tries.len() - 1], &directions));
         }
         Ok(Rfc2544 { frame_size, found, latency })
     }

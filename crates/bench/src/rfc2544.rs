@@ -58,6 +58,19 @@ impl Trial {
 /// and is run again.
 pub const TRIES: usize = 3;
 
+/// Runs `trial` until nicsim keeps up in one, at most [`TRIES`] times; returns every try, the
+/// one that counts last (the last of all if nicsim fell behind in each).
+pub fn until_nicsim_keeps_up(mut trial: impl FnMut() -> Result<Trial, String>) -> Result<Vec<Trial>, String> {
+    let mut tries = Vec::with_capacity(TRIES);
+    loop {
+        let t = trial()?;
+        tries.push(t);
+        if !t.nicsim_fell_behind() || tries.len() == TRIES {
+            return Ok(tries);
+        }
+    }
+}
+
 /// The outcome of a search.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Found {
@@ -102,16 +115,15 @@ pub fn throughput(
 ) -> Result<Found, String> {
     let mut found = Found { rate_pps: 0.0, line_rate_pps, trials: 0, nicsim_limited_at: vec![], log: vec![] };
     let mut passes = |rate: f64, found: &mut Found| -> Result<bool, String> {
-        for _ in 0..TRIES {
-            let t = trial(rate)?;
-            found.trials += 1;
-            found.log.push(t);
-            if !t.nicsim_fell_behind() {
-                return Ok(t.passed(search.loss_tolerance));
-            }
+        let tries = until_nicsim_keeps_up(|| trial(rate))?;
+        found.trials += tries.len();
+        found.log.extend_from_slice(&tries);
+        let last = tries[tries.len() - 1];
+        if last.nicsim_fell_behind() {
+            found.nicsim_limited_at.push(rate);
+            return Ok(false);
         }
-        found.nicsim_limited_at.push(rate);
-        Ok(false)
+        Ok(last.passed(search.loss_tolerance))
     };
     if passes(line_rate_pps, &mut found)? {
         found.rate_pps = line_rate_pps;

@@ -250,17 +250,22 @@ fn frame_size(s: &str) -> Result<usize, String> {
     s.parse().ok().filter(|n| (60..=1514).contains(n)).ok_or_else(|| format!("`{s}`: frames are 60 to 1514 bytes"))
 }
 
+/// The program `name` from the same build as this one; if it is missing, an error naming the
+/// `command` that builds it and the `make` target that does so too.
+pub(crate) fn beside_this_program(name: &str, command: &str, make: &str) -> Result<PathBuf, String> {
+    let me = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
+    let program = me.with_file_name(name);
+    if !program.exists() {
+        return Err(format!("{} is missing: build it with `{command}` ({make} does)", program.display()));
+    }
+    Ok(program)
+}
+
 /// `safenic audit`: `safenic-audit` from the same build, on this binary unless told otherwise.
 fn run_audit(binary: Option<PathBuf>, root: Option<PathBuf>, json: bool) -> Result<(), String> {
     use std::os::unix::process::CommandExt;
     let me = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
-    let auditor = me.with_file_name("safenic-audit");
-    if !auditor.exists() {
-        return Err(format!(
-            "{} is missing: build it with `cargo build --release -p audit` (make audit does)",
-            auditor.display()
-        ));
-    }
+    let auditor = beside_this_program("safenic-audit", "cargo build --release -p audit", "make audit")?;
     let mut cmd = std::process::Command::new(&auditor);
     // Its messages then name `safenic`, the command that was typed.
     cmd.arg0("safenic").arg("--binary").arg(binary.unwrap_or(me));

@@ -172,14 +172,7 @@ fn nicsim_ceiling(seconds: f64) -> Result<f64, String> {
     // The measurements pin this thread to nicsim's CPU; the ceiling places its engine and peer
     // on the CPUs this thread may use.
     platform::sched::unpin_current_thread().map_err(|e| format!("unpinning: {e}"))?;
-    let me = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
-    let nicsim = me.with_file_name("nicsim");
-    if !nicsim.exists() {
-        return Err(format!(
-            "{} is missing: build it with `cargo build --release -p nicsim` (make build does)",
-            nicsim.display()
-        ));
-    }
+    let nicsim = crate::beside_this_program("nicsim", "cargo build --release -p nicsim", "make build")?;
     bench::nicsim_ceiling(&nicsim, seconds)
 }
 
