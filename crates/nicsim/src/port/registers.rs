@@ -141,6 +141,7 @@ impl Port {
                 rescanned = true;
             }
         }
+        self.poll_queue_controls();
         for k in 0..self.active_rx.len() {
             let q = self.active_rx[k];
             if let Some(t) = self.doorbell(rdt(q)) {
@@ -154,6 +155,33 @@ impl Port {
             }
         }
         rescanned
+    }
+
+    /// Applies a change of RXDCTL or TXDCTL of an enabled queue at once. A driver that
+    /// disables a queue reads its own store back as "stopped" and may program the ring again
+    /// and re-enable it within microseconds: left to the sweep, the toggle would go unseen and
+    /// the head it writes meanwhile would be refused as written while enabled. The control
+    /// registers share a cache line with the tails read here, so this costs little.
+    #[inline(always)]
+    fn poll_queue_controls(&mut self) {
+        let mut k = 0;
+        while k < self.active_rx.len() {
+            let j = rxdctl(self.active_rx[k]) as usize / 4;
+            let v = self.bar.read_u32(j * 4);
+            if v != self.shadow[j] {
+                self.check_dword(j, v);
+            }
+            k += 1;
+        }
+        let mut k = 0;
+        while k < self.active_tx.len() {
+            let j = txdctl(self.active_tx[k]) as usize / 4;
+            let v = self.bar.read_u32(j * 4);
+            if v != self.shadow[j] {
+                self.check_dword(j, v);
+            }
+            k += 1;
+        }
     }
 
     /// The tail register at `offset` if the driver changed it since the last look.
@@ -360,11 +388,19 @@ impl Port {
         (base, len / 16)
     }
 
+    /// A head or tail register as the driver last left it, for a queue being enabled: what
+    /// the BAR holds now, which the sweep may not have reached yet (a driver that re-enables
+    /// a queue writes its head back to 0 just before [DS 8.2.3.8.4, 8.2.3.9.8]).
+    fn latest(&mut self, offset: u32) -> u32 {
+        let value = self.bar.read_u32(offset as usize);
+        self.shadow[offset as usize / 4] = value;
+        value
+    }
+
     /// RXDCTL.ENABLE set: the queue takes its ring from the registers [DS 4.6.7.1].
     fn enable_rx(&mut self, q: u32) {
         let (base, size) = self.ring_geometry(Direction::Rx, q);
-        let head = self.reg(rdh(q));
-        let tail = self.reg(rdt(q));
+        let (head, tail) = (self.latest(rdh(q)), self.latest(rdt(q)));
         let rq = &mut self.rx[q as usize];
         *rq = RxQueue {
             enabled: true,
@@ -398,8 +434,7 @@ impl Port {
     /// TXDCTL.ENABLE set: the queue takes its ring from the registers [DS 4.6.8].
     fn enable_tx(&mut self, q: u32, txdctl_value: u32) {
         let (base, size) = self.ring_geometry(Direction::Tx, q);
-        let head = self.reg(tdh(q));
-        let tail = self.reg(tdt(q));
+        let (head, tail) = (self.latest(tdh(q)), self.latest(tdt(q)));
         let stat = ((self.reg(tqsm(q / 4)) >> (8 * (q % 4))) & 0xF) as usize;
         let tq = &mut self.tx[q as usize];
         tq.enabled = true;
