@@ -5,6 +5,7 @@
 //! and an unknown or missing field is an error, never a default. In process the engine answers
 //! with a [`Reply`] that is converted to the expected type without passing through JSON.
 
+use crate::chaos::{Fault, FaultEvent, Injected};
 use crate::flow_control::FlowStats;
 use crate::lint::LintWarning;
 use crate::port::{DeviceCounters, DmaFault, Drops, InFlight};
@@ -44,6 +45,8 @@ pub enum Request {
     /// Surprise-remove a port: its BAR0 and configuration space read all-ones from now on,
     /// and its generator stops: answers [`Done`].
     Remove { port: usize },
+    /// Inject a fault into a port's device or wire (see [`crate::chaos`]): answers [`Done`].
+    Fault { port: usize, fault: Fault },
     /// Stop the server: answers [`Done`].
     Shutdown,
 }
@@ -131,6 +134,9 @@ pub struct PortStats {
     pub removed: bool,
     /// The link is up (LINKS.LINK_UP).
     pub link_up: bool,
+    /// Faults injected on purpose, by kind, and the latest of them with their time.
+    pub injected: Injected,
+    pub fault_log: Vec<FaultEvent>,
 }
 
 /// The whole engine's statistics.

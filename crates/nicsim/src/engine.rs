@@ -6,12 +6,13 @@
 //! ~100 µs the slow path polls the whole register file and configuration space, publishes
 //! statistics and answers control requests.
 
+use crate::chaos::{Arrival, Chaos, Fault};
 use crate::control::{CaptureEnd, Done, Info, LateDoorbells, PortStats, Reply, Request, Stats, Stopped};
 use crate::dma::{DmaSpace, Domain};
 use crate::flow_control::{FlowStats, Pause};
 use crate::histogram::LatencyHistogram;
 use crate::lint::LintWarning;
-use crate::port::{Port, TxBatch};
+use crate::port::{HostileWrite, Port, TxBatch};
 use crate::wire::{Captured, Generator, LatencySummary, PcapWriter, Sink, WireClock};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,6 +47,8 @@ pub struct PortWire {
     pub cable: Option<usize>,
     /// Pacing of frames arriving at this port.
     pub rx_clock: WireClock,
+    /// Faults injected into this port and its wire.
+    pub chaos: Chaos,
 }
 
 /// The device engine.
@@ -84,6 +87,7 @@ impl<D: DmaSpace> Engine<D> {
                 pcap: None,
                 cable: None,
                 rx_clock: WireClock::new(gbps),
+                chaos: Chaos::default(),
             })
             .collect();
         for &(a, b) in cables {
@@ -134,6 +138,7 @@ impl<D: DmaSpace> Engine<D> {
         let Engine { ports, wires, dma, batch, .. } = self;
         let mut rescanned = false;
         for p in ports.iter_mut() {
+            p.update_stall(now_ps);
             rescanned |= p.poll_doorbells();
         }
         if rescanned {
@@ -208,6 +213,19 @@ impl<D: DmaSpace> Engine<D> {
             }
             let port = &mut ports[i];
             let mut pcap = w.pcap.as_mut().filter(|p| p.direction != Captured::Tx);
+            if w.chaos.wire.is_some() {
+                if let Some(pause) = deliver_through_faults(
+                    port,
+                    dma,
+                    (&mut w.generator, &mut w.rx_clock, &mut w.chaos),
+                    pcap,
+                    now_ps,
+                    allowed,
+                ) {
+                    send_pause(ports, wires[i].cable, pause, now_ps);
+                }
+                continue;
+            }
             let mut run = port.rx_run_begin(dma);
             let mut allowed = allowed;
             if pcap.is_none() {
@@ -252,8 +270,9 @@ impl<D: DmaSpace> Engine<D> {
         self.late_recent.push_back((start_ns, end_ns));
     }
 
-    /// The slow path: register scan, statistics, housekeeping.
+    /// The slow path: register scan, statistics, housekeeping, hostile write-backs.
     pub fn scan(&mut self) {
+        self.write_back_hostile(self.now_ps());
         let resets = |ports: &[Port]| ports.iter().map(|p| p.resets).sum::<u64>();
         let before = resets(&self.ports);
         for p in self.ports.iter_mut() {
@@ -363,6 +382,7 @@ impl<D: DmaSpace> Engine<D> {
                 for (p, w) in self.ports.iter_mut().zip(self.wires.iter_mut()) {
                     p.reset_counters();
                     w.sink.reset();
+                    w.chaos.injected = Default::default();
                     w.generator.reset_counters();
                 }
                 self.doorbell_gaps = LatencyHistogram::new();
@@ -406,7 +426,69 @@ impl<D: DmaSpace> Engine<D> {
                 self.ports[i].remove();
                 Ok(Reply::Done(Done {}))
             }
+            Request::Fault { port, fault } => {
+                let i = self.port_index(port)?;
+                fault.validate()?;
+                self.inject(i, fault, now_ps);
+                Ok(Reply::Done(Done {}))
+            }
             Request::Shutdown => Ok(Reply::Done(Done {})),
+        }
+    }
+
+    /// Starts fault `fault` on port `i` (see [`crate::chaos`]).
+    fn inject(&mut self, i: usize, fault: Fault, now_ps: u64) {
+        eprintln!("nicsim: fault: port {i}: {fault:?}");
+        let chaos = &mut self.wires[i].chaos;
+        match fault {
+            Fault::WriteBack { rate, count, seed } => chaos.start_write_backs(rate, count, seed, now_ps),
+            Fault::Wire { what, probability, count, seed } => chaos.start_wire(what, probability, count, seed, now_ps),
+            Fault::Stall { ms } => {
+                chaos.injected.stalls += 1;
+                chaos.log(now_ps, format!("stall for {ms} ms"));
+                self.ports[i].stall_until(now_ps + ms * 1_000_000_000);
+            }
+            Fault::Reset => {
+                chaos.injected.resets += 1;
+                chaos.log(now_ps, "surprise reset".into());
+                self.ports[i].reset();
+            }
+            Fault::Remove => {
+                chaos.injected.removals += 1;
+                chaos.log(now_ps, "surprise removal".into());
+                self.wires[i].generator.stop();
+                self.ports[i].remove();
+            }
+            Fault::Off => {
+                if let Some(frame) = chaos.off(now_ps) {
+                    self.ports[i].receive(&mut Domain::new(&mut self.dma, i), &frame);
+                }
+            }
+        }
+    }
+
+    /// The hostile write-backs due now, on every port in that mode.
+    fn write_back_hostile(&mut self, now_ps: u64) {
+        /// At most this many per port and slow-path pass: an engine that was off its core
+        /// catches up over several passes instead of stalling its ports.
+        const MAX_PER_PASS: u64 = 4096;
+        for i in 0..self.ports.len() {
+            let chaos = &mut self.wires[i].chaos;
+            let Some(mode) = chaos.write_back.as_mut() else { continue };
+            let due = mode.due(now_ps, MAX_PER_PASS);
+            let dma = &mut Domain::new(&mut self.dma, i);
+            let mut done = 0;
+            for _ in 0..due {
+                match self.ports[i].hostile_write_back(dma, &mut mode.rng) {
+                    Some(HostileWrite::RxDescriptor) => chaos.injected.rx_write_backs += 1,
+                    Some(HostileWrite::Head) => chaos.injected.head_write_backs += 1,
+                    Some(HostileWrite::TxDescriptor) => chaos.injected.tx_write_backs += 1,
+                    // No ring to write into: nothing owed is lost, the mode waits for one.
+                    None => break,
+                }
+                done += 1;
+            }
+            chaos.wrote_back(done, now_ps);
         }
     }
 
@@ -453,6 +535,8 @@ impl<D: DmaSpace> Engine<D> {
                 in_flight: p.in_flight(&self.dma),
                 removed: p.removed,
                 link_up: p.link_up(),
+                injected: w.chaos.injected.clone(),
+                fault_log: w.chaos.log.iter().cloned().collect(),
             })
             .collect();
         Stats {
@@ -469,6 +553,45 @@ impl<D: DmaSpace> Engine<D> {
             ports,
         }
     }
+}
+
+/// Delivers up to `allowed` frames of the port's generator to `port` through its wire faults
+/// ([`Chaos::arrive`]), frame by frame on the general receive path. Returns the XOFF the
+/// port sends meanwhile, if any.
+fn deliver_through_faults<D: DmaSpace>(
+    port: &mut Port,
+    dma: &mut D,
+    (generator, rx_clock, chaos): (&mut Generator, &mut WireClock, &mut Chaos),
+    mut pcap: Option<&mut PcapWriter>,
+    now_ps: u64,
+    allowed: usize,
+) -> Option<Pause> {
+    let mut arrivals = Vec::new();
+    let mut xoff = None;
+    for _ in 0..allowed {
+        let Some(mut due) = generator.next_due(now_ps, rx_clock) else { break };
+        let end_ps = due.end_ps;
+        chaos.arrive(due.frame(), now_ps, &mut arrivals);
+        for a in arrivals.drain(..) {
+            match a {
+                Arrival::Frame(f) => {
+                    if let Some(p) = pcap.as_mut() {
+                        let _ = p.record(&f, end_ps);
+                    }
+                    port.receive(dma, &f);
+                }
+                Arrival::BadFcs(f) => port.receive_bad_fcs(&f),
+            }
+        }
+        let buffered = port.packet_buffer_bytes();
+        if port.flow.above_high(buffered) {
+            xoff = port.flow.update(buffered, now_ps);
+            if port.flow.partner_paused(now_ps) {
+                break;
+            }
+        }
+    }
+    xoff
 }
 
 /// Delivers a PAUSE frame a port sends on its wire: the generator feeding the port learns of

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ceiling;
+pub mod chaos;
 pub mod control;
 pub mod dma;
 pub mod engine;

@@ -5,6 +5,7 @@
 
 use clap::{Parser, Subcommand};
 use nicsim::ceiling::mpps;
+use nicsim::chaos::{Fault, WireFault};
 use nicsim::control::{PortStats, Stats};
 use nicsim::guardian::{self, Guardian};
 use nicsim::server::{self, ServeOptions, Server};
@@ -99,6 +100,13 @@ enum Cmd {
         #[arg(long)]
         port: usize,
     },
+    /// Inject a fault into a port's device or wire, reproducibly (a seed), counted in `stats`.
+    Fault {
+        #[command(subcommand)]
+        fault: FaultCmd,
+        #[arg(long, global = true)]
+        port: Option<usize>,
+    },
     /// Stop the server.
     Shutdown,
     /// Started by `serve`: waits for serve to end and, if it left its devices behind, makes
@@ -129,6 +137,64 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum FaultCmd {
+    /// Hostile write-backs: random RX descriptor status, errors and lengths anywhere in the
+    /// ring, TX head write-backs of any value, DD on TX descriptors.
+    WriteBack {
+        /// Write-backs per second.
+        #[arg(long, default_value_t = 1_000_000.0, value_parser = cli::positive)]
+        rate: f64,
+        /// How many in all.
+        #[arg(long, default_value_t = 1_000_000, value_parser = cli::at_least_one)]
+        count: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Stop every ring of the port for a while, then resume.
+    Stall {
+        #[arg(long, default_value_t = 50)]
+        ms: u64,
+    },
+    /// Surprise reset: every register back to its default, queues disabled.
+    Reset,
+    /// Surprise removal: registers and configuration space read all-ones from now on.
+    Remove,
+    /// Broken frames from the link partner (the port's generator).
+    Wire {
+        #[arg(value_parser = parse_wire_fault)]
+        what: WireFault,
+        /// Share of the frames hit, above 0 and at most 1.
+        #[arg(long, default_value_t = 0.01)]
+        probability: f64,
+        /// How many frames in all.
+        #[arg(long, default_value_t = 1000, value_parser = cli::at_least_one)]
+        count: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// End the port's write-back and wire faults.
+    Off,
+}
+
+fn parse_wire_fault(s: &str) -> Result<WireFault, String> {
+    serde_json::from_value(serde_json::Value::String(s.into()))
+        .map_err(|_| format!("`{s}`: give runt, oversize, corrupt, bad-fcs, duplicate or reorder"))
+}
+
+impl FaultCmd {
+    fn fault(self) -> Fault {
+        match self {
+            FaultCmd::WriteBack { rate, count, seed } => Fault::WriteBack { rate, count, seed },
+            FaultCmd::Stall { ms } => Fault::Stall { ms },
+            FaultCmd::Reset => Fault::Reset,
+            FaultCmd::Remove => Fault::Remove,
+            FaultCmd::Wire { what, probability, count, seed } => Fault::Wire { what, probability, count, seed },
+            FaultCmd::Off => Fault::Off,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -381,6 +447,10 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
         Cmd::ResetCounters => session.reset_counters(),
         Cmd::Link { state, port } => session.set_link(port, state == "up"),
         Cmd::Remove { port } => session.remove(port),
+        Cmd::Fault { fault, port } => {
+            let port = port.ok_or("give --port N: the port whose device or wire misbehaves")?;
+            session.fault(port, fault.fault())
+        }
         Cmd::Shutdown => session.shutdown(),
         Cmd::Guard { remove_root } => {
             guardian::report(&guardian::watch(root, remove_root));
@@ -465,6 +535,29 @@ fn print_totals(s: &Stats) -> Result<(), String> {
             p.dma_faults,
             p.lint_warnings
         )?;
+        let i = &p.injected;
+        if *i != Default::default() {
+            cli::outln!(
+                "port {}: injected: write-backs {} (RX {}, head {}, TX {}), stalls {}, resets {}, removals {}, runts {}, oversize {}, corrupted {}, bad FCS {}, duplicated {}, reordered {} | RUC {}, ROC {}, CRCERRS {}",
+                p.port,
+                i.write_backs(),
+                i.rx_write_backs,
+                i.head_write_backs,
+                i.tx_write_backs,
+                i.stalls,
+                i.resets,
+                i.removals,
+                i.runts,
+                i.oversize,
+                i.corrupted,
+                i.bad_fcs,
+                i.duplicated,
+                i.reordered,
+                p.device.ruc,
+                p.device.roc,
+                p.device.crcerrs
+            )?;
+        }
     }
     Ok(())
 }

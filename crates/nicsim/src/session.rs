@@ -148,6 +148,11 @@ impl Session {
         self.call::<Done>(Request::Remove { port }).map(drop)
     }
 
+    /// Injects `fault` into `port` (see [`crate::chaos`]).
+    pub fn fault(&self, port: usize, fault: crate::chaos::Fault) -> Result<(), String> {
+        self.call::<Done>(Request::Fault { port, fault }).map(drop)
+    }
+
     pub fn shutdown(&self) -> Result<(), String> {
         self.call::<Done>(Request::Shutdown).map(drop)
     }

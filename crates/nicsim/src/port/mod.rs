@@ -9,10 +9,11 @@
 //!
 //! Each file holds one `impl Port` block: [`registers`] (driver writes and their effects),
 //! [`rx`] (receive, packet buffer), [`rx_run`] (the receive fast path), [`tx`] (both transmit
-//! paths) with [`tx_output`] (where sent frames go), [`faults`] (DMA faults), [`link`] and
-//! [`stats`].
+//! paths) with [`tx_output`] (where sent frames go), [`faults`] (DMA faults), [`hostile`]
+//! (faults injected on purpose), [`link`] and [`stats`].
 
 mod faults;
+mod hostile;
 mod link;
 mod registers;
 mod rx;
@@ -23,6 +24,7 @@ mod tx_output;
 
 pub use crate::regs::Direction;
 pub use faults::{Access, DmaFault};
+pub use hostile::HostileWrite;
 pub use link::{Link, DEFAULT_LINK_UP, EICR_LSC};
 pub use registers::{PRIORITY_REGISTERS, SWEEP_DWORDS};
 pub use rx_run::{RxRun, RX_WRITE_BACK_CHUNK};
@@ -182,6 +184,10 @@ pub struct Port {
     /// the port does nothing more.
     pub removed: bool,
     pub link: Link,
+    /// Every ring stops until this engine time ([`crate::chaos::Fault::Stall`]).
+    stall_until_ps: u64,
+    /// The rings are stalled now (see [`Port::update_stall`]).
+    stalled: bool,
 }
 
 /// The MAC address nicsim gives port `n`: locally administered 02:00:00:00:00:0n.
@@ -236,6 +242,8 @@ impl Port {
             sweep: 0,
             removed: false,
             link: Link::new(DEFAULT_LINK_UP),
+            stall_until_ps: 0,
+            stalled: false,
         };
         p.reset_with_link();
         p.resets = 0;

@@ -91,7 +91,8 @@ impl Port {
             self.drops.queue_disabled += 1;
             return;
         }
-        if !self.fifo.is_empty() {
+        if !self.fifo.is_empty() || self.stalled {
+            // A stalled DMA engine leaves frames in the packet buffer too.
             self.fifo_push(frame);
             self.drain_fifo(dma);
             return;
@@ -165,7 +166,7 @@ impl Port {
     /// driver has given descriptors back. The buffer is one FIFO: the frame at its head waits
     /// for its queue, and every frame behind it waits too.
     pub fn drain_fifo(&mut self, dma: &mut impl DmaSpace) {
-        if self.fifo.is_empty() || !self.paths.rx_open {
+        if self.fifo.is_empty() || !self.paths.rx_open || self.stalled {
             return;
         }
         let strip = self.paths.strip_crc;

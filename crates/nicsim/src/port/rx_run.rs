@@ -286,7 +286,14 @@ impl Port {
         let cfg = self.paths;
         let queue = super::DEFAULT_RX_QUEUE;
         let q = &self.rx[queue as usize];
-        if !(cfg.rx_open && cfg.strip_crc && q.enabled && !q.faulted && q.size > 0 && self.fifo.is_empty()) {
+        if !(cfg.rx_open
+            && cfg.strip_crc
+            && q.enabled
+            && !q.faulted
+            && q.size > 0
+            && self.fifo.is_empty()
+            && !self.stalled)
+        {
             return None;
         }
         let ring = self.rx_ring(dma, queue)?;

@@ -23,6 +23,8 @@ pub struct DeviceCounters {
     pub tpt: u64,
     pub ruc: u64,
     pub roc: u64,
+    /// CRCERRS: frames with a bad FCS, dropped.
+    pub crcerrs: u64,
     /// MPC(0): frames missed because packet buffer 0 was full.
     pub mpc: u64,
     pub qprc: [u64; 16],
@@ -97,6 +99,7 @@ impl Port {
             (TPR, c.tpr),
             (TPT, c.tpt),
             (RUC, c.ruc),
+            (CRCERRS, c.crcerrs),
             (ROC, c.roc),
             (mpc(0), c.mpc),
             (LXONTXC, self.flow.stats.xon_sent),

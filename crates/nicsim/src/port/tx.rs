@@ -34,7 +34,7 @@ impl Port {
     /// taken at most a packet buffer's worth of wire time before that.
     pub fn transmit(&mut self, dma: &mut impl DmaSpace, now_ps: u64, out: &mut impl TxOutput) {
         let n = self.active_tx.len();
-        if n == 0 || !self.paths.tx_open || !self.link.up || self.transmitter_paused(now_ps) {
+        if n == 0 || !self.paths.tx_open || !self.link.up || self.stalled || self.transmitter_paused(now_ps) {
             return;
         }
         // A descriptor completes once its frame is in the transmit packet buffer, which the
