@@ -12,7 +12,7 @@
 use crate::device::{Device, DriverError, EnabledQueue};
 use crate::memory::{DmaBlock, Layout};
 use crate::regs::{RX_DD, RX_EOP, TX_EOP, TX_IFCS, TX_RS};
-use crate::{PacketData, PacketLength, BUFFER_SIZE};
+use crate::{PacketData, PacketLength, Refused, BUFFER_SIZE};
 use invariants::{BrandedIndex, BrandedLen, BrandedVec, ConstArray, ConstIndex, RingIndex, VolatileArray, VolatilePtr};
 use std::ops::{Index, IndexMut};
 
@@ -134,6 +134,8 @@ struct Output<'a, const N: usize> {
     ring: VolatileArray<'a, Descriptor, N>,
     head: VolatilePtr<'a, u32>,
     tail: VolatilePtr<'a, u32>,
+    /// TDH, read only by [`Agent::desynchronised`].
+    head_register: VolatilePtr<'a, u32>,
     /// Whether this is the last output ([`Outputs::for_each`] stops after it).
     last: bool,
 }
@@ -146,6 +148,8 @@ pub struct Agent<'a, O: Outputs, const N: usize> {
     out: O::Array<Output<'a, N>>,
     lengths: O::Array<PacketLength>,
     receive_tail: VolatilePtr<'a, u32>,
+    /// RDH, read only by [`Agent::desynchronised`].
+    receive_head: VolatilePtr<'a, u32>,
     /// The device queues (RX, then each output's TX), disabled when the agent is dropped,
     /// before its memory can go.
     _queues: Vec<EnabledQueue<'a>>,
@@ -153,7 +157,7 @@ pub struct Agent<'a, O: Outputs, const N: usize> {
     receive_tail_value: RingIndex<N>,
     processed: RingIndex<N>,
     /// Frames whose written-back length or flags the driver refused (sent nowhere).
-    pub malformed: u64,
+    pub refused: Refused,
 }
 
 impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
@@ -203,24 +207,31 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
             let head_addr = mem.block.device_range(head_off, 4, "a head write-back slot")?;
             let registers = output_devices[o].add_output(ring_addr, N, Some(head_addr))?;
             queues.push(registers.queue);
-            Ok::<_, DriverError>(Output { ring, head, tail: registers.tail, last: rank == outputs.count() })
+            Ok::<_, DriverError>(Output {
+                ring,
+                head,
+                tail: registers.tail,
+                head_register: registers.head,
+                last: rank == outputs.count(),
+            })
         })?;
         let shared_ring = out[outputs.first()].ring;
         // The device may fill every slot but one: RDT = N - 1 [DS 7.1.9].
         let shared = mem.block.device_range(mem.rings[0], N * 16, "the shared ring")?;
-        let (receive_tail, receive) = input.set_input(shared, N, (N - 1) as u32)?;
-        queues.push(receive);
+        let receive = input.set_input(shared, N, (N - 1) as u32)?;
+        queues.push(receive.queue);
         Ok(Agent {
             outputs,
             buffers,
             shared_ring,
             out,
             lengths: outputs.array(|_| PacketLength::ZERO),
-            receive_tail,
+            receive_tail: receive.tail,
+            receive_head: receive.head,
             _queues: queues,
             receive_tail_value: RingIndex::wrapping(N - 1),
             processed: RingIndex::ZERO,
-            malformed: 0,
+            refused: Refused::default(),
         })
     }
 
@@ -252,7 +263,7 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
             // fit its buffer (or spans several) is sent nowhere [DS 7.1.5].
             match PacketLength::new((status & 0xFFFF) as usize) {
                 Some(len) if status & RX_EOP != 0 => handler(self.buffers.ring(i), len, &mut self.lengths),
-                _ => self.malformed += 1,
+                _ => self.refused.count(status),
             }
             let rs = if i.get() % RECYCLE_PERIOD == RECYCLE_PERIOD - 1 { TX_RS } else { 0 };
             self.outputs.for_each(|o| {
@@ -278,6 +289,28 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
             });
         }
         n
+    }
+
+    /// Whether the agent and the device disagree on where the shared ring is, so that neither
+    /// will ever move again: every output has sent all it was given (TDH = TDT), the device
+    /// owns no receive descriptor (RDH = RDT), and the slot the agent waits at has no DD. With
+    /// an honest device that cannot happen: the device's receive head is then the agent's
+    /// position and it owns every slot but one. A device that wrote DD into slots it did not
+    /// own made the agent run ahead of it. Read in this order, the registers cannot change
+    /// under the test: an idle transmitter and a device without descriptors stay so while the
+    /// agent does not run. Register reads: call it from slow paths only.
+    #[inline(never)]
+    #[cold]
+    pub fn desynchronised(&self) -> bool {
+        let processed = self.processed;
+        let mut transmit_idle = true;
+        self.outputs.for_each(|o| {
+            transmit_idle &= RingIndex::<N>::wrapping(self.out[o].head_register.read() as usize) == processed;
+            self.out[o].last
+        });
+        let receive_head = RingIndex::<N>::wrapping(self.receive_head.read() as usize);
+        let waiting = u64::from_le(self.shared_ring.ring(processed).at::<1>().read()) & RX_DD == 0;
+        transmit_idle && receive_head == self.receive_tail_value && waiting
     }
 
     /// Gives the receive side every slot that all outputs have sent: RDT = the head of the

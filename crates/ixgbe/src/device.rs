@@ -25,6 +25,8 @@ pub enum DriverError {
     /// Registers read all-ones: the device was removed, reset by someone else, or (under
     /// nicsim) the simulator stopped.
     Gone { address: String },
+    /// The device was reset under the running driver: its receive queue is disabled.
+    Reset { address: String },
 }
 
 impl fmt::Display for DriverError {
@@ -46,6 +48,10 @@ impl fmt::Display for DriverError {
             DriverError::Gone { address } => write!(
                 f,
                 "{address}: the device is gone (its registers read all-ones): it was removed, or nicsim stopped; start the driver again once it is back"
+            ),
+            DriverError::Reset { address } => write!(
+                f,
+                "{address}: the device was reset under the driver (its receive queue is no longer enabled): its rings are lost; start the driver again"
             ),
         }
     }
@@ -111,6 +117,16 @@ pub struct TxRegisters<'a> {
     pub tail: VolatilePtr<'a, u32>,
     /// TDH: the device's head. A register read costs a bus round trip; per-packet code reads
     /// the head the device writes back to memory instead.
+    pub head: VolatilePtr<'a, u32>,
+    /// Enabled while this lives.
+    pub queue: EnabledQueue<'a>,
+}
+
+/// The doorbell and head of RX queue 0 [DS 8.2.3.8.4, 8.2.3.8.5], and the queue itself.
+pub struct InputRegisters<'a> {
+    /// RDT: the driver writes it to hand descriptors back.
+    pub tail: VolatilePtr<'a, u32>,
+    /// RDH: the device's head, read only to find out whether driver and device disagree.
     pub head: VolatilePtr<'a, u32>,
     /// Enabled while this lives.
     pub queue: EnabledQueue<'a>,
@@ -228,6 +244,20 @@ impl<'a> Device<'a> {
     /// The error of a device that is no longer [`present`](Self::present).
     pub fn gone(&self) -> DriverError {
         DriverError::Gone { address: self.address.to_string() }
+    }
+
+    /// While a driver runs: [`DriverError::Gone`] if the device no longer answers, and
+    /// [`DriverError::Reset`] if its receive queue is disabled, which only a reset the driver
+    /// did not ask for does (a function-level reset, another process). Two register reads:
+    /// for slow paths.
+    pub fn check_running(&self) -> Result<(), DriverError> {
+        if !self.present() {
+            return Err(self.gone());
+        }
+        if self.read(rxdctl(QueueIndex::new(0))) & RXDCTL_ENABLE == 0 {
+            return Err(DriverError::Reset { address: self.address.to_string() });
+        }
+        Ok(())
     }
 
     /// The datasheet initialisation [DS 4.6.3], as TinyNF does it: disable queues, master
@@ -360,7 +390,7 @@ impl<'a> Device<'a> {
         ring: DmaAddr<'a>,
         len: usize,
         tail: u32,
-    ) -> Result<(VolatilePtr<'a, u32>, EnabledQueue<'a>), DriverError> {
+    ) -> Result<InputRegisters<'a>, DriverError> {
         let ring_phys = ring.get();
         let q = QueueIndex::new(0);
         if self.read(rxdctl(q)) & RXDCTL_ENABLE != 0 {
@@ -369,6 +399,8 @@ impl<'a> Device<'a> {
         self.write(rdbah(q), (ring_phys >> 32) as u32);
         self.write(rdbal(q), ring_phys as u32);
         self.write(rdlen(q), (len * 16) as u32);
+        // The head starts at the ring's start, also when the queue ran before [DS 8.2.3.8.4].
+        self.write(rdh(q), 0);
         let bsize = (crate::BUFFER_SIZE / 1024) as u32;
         let drop_en = if self.flow_control() { 0 } else { SRRCTL_DROP_EN };
         self.write(srrctl(q), (self.read(srrctl(q)) & !(SRRCTL_BSIZEPACKET_MASK | SRRCTL_DROP_EN)) | bsize | drop_en);
@@ -380,7 +412,7 @@ impl<'a> Device<'a> {
         self.start_receive()?;
         // No relaxed ordering of descriptor write-back [DS 8.2.3.11.1].
         self.clear(dca_rxctrl(q), DCA_RXCTRL_RELAXED_WRITE);
-        Ok((self.register(rdt(q)), queue))
+        Ok(InputRegisters { tail: self.register(rdt(q)), head: self.register(rdh(q)), queue })
     }
 
     /// Programs the first disabled TX queue on a ring of `len` legacy descriptors, with head
@@ -399,6 +431,8 @@ impl<'a> Device<'a> {
         self.write(tdbah(q), (ring_phys >> 32) as u32);
         self.write(tdbal(q), ring_phys as u32);
         self.write(tdlen(q), (len * 16) as u32);
+        // The head starts at the ring's start, also when the queue ran before [DS 8.2.3.9.8].
+        self.write(tdh(q), 0);
         // PTHRESH 60, HTHRESH 4 as TinyNF [DS 8.2.3.9.10].
         self.write(txdctl(q), (self.read(txdctl(q)) & !0x7F7F) | 60 | (4 << 8));
         if let Some(head) = head_phys {
@@ -431,23 +465,23 @@ pub struct PresenceCheck {
 }
 
 impl PresenceCheck {
-    /// How long a removed device can go unnoticed.
+    /// How long a removed or reset device can go unnoticed.
     pub const PERIOD: Duration = Duration::from_millis(100);
 
     pub fn new() -> Self {
         PresenceCheck { last: Instant::now() }
     }
 
-    /// [`DriverError::Gone`] for the first of `devices` that is no longer
-    /// [present](Device::present), if a look is due at `now`.
-    pub fn check(&mut self, now: Instant, devices: &[&Device<'_>]) -> Result<(), DriverError> {
+    /// If a look is due at `now`: [`DriverError::Gone`] for the first of `devices` that is
+    /// no longer [present](Device::present), else `Ok(true)`; `Ok(false)` if no look is due.
+    pub fn check(&mut self, now: Instant, devices: &[&Device<'_>]) -> Result<bool, DriverError> {
         if now.duration_since(self.last) < Self::PERIOD {
-            return Ok(());
+            return Ok(false);
         }
         self.last = now;
         match devices.iter().find(|d| !d.present()) {
             Some(d) => Err(d.gone()),
-            None => Ok(()),
+            None => Ok(true),
         }
     }
 }

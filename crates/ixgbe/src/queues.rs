@@ -12,7 +12,7 @@
 use crate::device::{Device, DriverError, EnabledQueue};
 use crate::memory::{DmaBlock, Layout};
 use crate::regs::{RX_DD, RX_EOP, TX_EOP, TX_IFCS, TX_RS};
-use crate::{PacketData, PacketLength, BUFFER_SIZE};
+use crate::{PacketData, PacketLength, Refused, BUFFER_SIZE};
 use invariants::{RingArray, RingIndex, VolatileArray, VolatilePtr};
 
 /// One packet buffer in DMA memory: its bytes, physical address and current length.
@@ -220,9 +220,11 @@ pub struct RxQueue<'a, const N: usize> {
     /// The buffer of every slot: an RX ring is always full, so no slot is ever empty.
     held: RingArray<Buffer<'a>, N>,
     tail: VolatilePtr<'a, u32>,
+    /// RDH, read only by [`RxQueue::desynchronised`].
+    head_register: VolatilePtr<'a, u32>,
     next: RingIndex<N>,
     /// Frames refused (length beyond the buffer, or spanning buffers) and recycled.
-    pub malformed: u64,
+    pub refused: Refused,
     /// The device queue, disabled when this queue is dropped (before its memory can go).
     _queue: EnabledQueue<'a>,
 }
@@ -246,13 +248,35 @@ impl<'a, const N: usize> RxQueue<'a, N> {
             ring.ring(i).at::<1>().write(0);
             b
         });
-        let (tail, queue) = device.set_input(phys, N, (N - 1) as u32)?;
-        Ok(RxQueue { ring, held, tail, next: RingIndex::ZERO, malformed: 0, _queue: queue })
+        let registers = device.set_input(phys, N, (N - 1) as u32)?;
+        Ok(RxQueue {
+            ring,
+            held,
+            tail: registers.tail,
+            head_register: registers.head,
+            next: RingIndex::ZERO,
+            refused: Refused::default(),
+            _queue: registers.queue,
+        })
     }
 
     /// Buffers in the ring: always all `N`.
     pub fn held(&self) -> usize {
         N
+    }
+
+    /// Whether the queue and the device disagree on where the ring is, so that neither will
+    /// ever move again: the device owns no descriptor (RDH = RDT, which is the slot before
+    /// ours) and ours has no DD. An honest device that owns nothing has filled every slot,
+    /// ours included; one that wrote DD into slots it did not own made the queue run ahead
+    /// of it. RDH is read first: a device without descriptors stays so while the queue does
+    /// not run. A register read: call it from slow paths only.
+    #[inline(never)]
+    #[cold]
+    pub fn desynchronised(&self) -> bool {
+        let device_head = RingIndex::<N>::wrapping(self.head_register.read() as usize);
+        let waiting = u64::from_le(self.ring.ring(self.next).at::<1>().read()) & RX_DD == 0;
+        device_head == self.next.prev() && waiting
     }
 }
 
@@ -287,7 +311,7 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
                     got += 1;
                 }
                 _ => {
-                    self.malformed += 1;
+                    self.refused.count(status);
                     pool.give(old);
                 }
             }

@@ -146,6 +146,9 @@ pub const fn rdbah(q: QueueIndex) -> Reg {
 pub const fn rdlen(q: QueueIndex) -> Reg {
     queue_reg(0x01008, 0x40, q)
 }
+pub const fn rdh(q: QueueIndex) -> Reg {
+    queue_reg(0x01010, 0x40, q)
+}
 pub const fn rdt(q: QueueIndex) -> Reg {
     queue_reg(0x01018, 0x40, q)
 }

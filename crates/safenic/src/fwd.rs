@@ -4,7 +4,7 @@ use crate::{MacRewrite, Mode};
 use invariants::{with_len, BrandedLen, VolatilePtr};
 use ixgbe::agent::{rewrite_macs, Agent, AgentMemory, ConstOutputs, Outputs};
 use ixgbe::queues::{Batch, QueueMemory, QueueParts, Receive, RxQueue, Transmit, TxQueue};
-use ixgbe::{Device, DriverError, PacketData, PacketLength, Port, PresenceCheck};
+use ixgbe::{Device, DriverError, PacketData, PacketLength, Port, PresenceCheck, Refused};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -28,10 +28,20 @@ pub const HOT_PATHS: &[&str] =
 
 /// Calls out of the hot paths that the audit allows and does not follow, with the reason.
 #[cfg_attr(not(test), allow(dead_code))]
-pub const COLD_CALLS: &[(&str, &str)] = &[(
-    "safenic::fwd::Meter::tick",
-    "once every 1 024 loop iterations, not per packet: clock, signal flag, progress line",
-)];
+pub const COLD_CALLS: &[(&str, &str)] = &[
+    (
+        "safenic::fwd::Meter::tick",
+        "once every 1 024 loop iterations, not per packet: clock, signal flag, progress line",
+    ),
+    (
+        "ixgbe::agent::Agent::desynchronised",
+        "once per presence period (100 ms), not per packet: reads RDH and TDH to find a ring a hostile device stopped",
+    ),
+    (
+        "ixgbe::queues::RxQueue::desynchronised",
+        "once per presence period (100 ms), not per packet: reads RDH to find a ring a hostile device stopped",
+    ),
+];
 
 pub struct Options {
     pub mode: Mode,
@@ -56,8 +66,20 @@ pub struct Meter<'d> {
     progress: bool,
     devices: [&'d Device<'d>; 2],
     presence: PresenceCheck,
-    /// Why forwarding stopped, if a device went away.
+    /// Why forwarding stopped, if a device went away or was reset.
     gone: Option<DriverError>,
+    /// The loop stopped because a ring is stuck (see `Agent::desynchronised`): the model
+    /// sets its queues up again and goes on.
+    restart: bool,
+}
+
+/// What the forwarding loop does after a look at the meter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tick {
+    Go,
+    /// Go on once the rings have been checked: the devices were looked at just now.
+    Check,
+    Stop,
 }
 
 impl<'d> Meter<'d> {
@@ -72,20 +94,37 @@ impl<'d> Meter<'d> {
             devices,
             presence: PresenceCheck::new(),
             gone: None,
+            restart: false,
         }
     }
 
-    /// Whether to go on, given the packets forwarded so far in each direction.
+    /// Whether the loop stopped for a restart of the queues (and forgets it).
+    fn take_restart(&mut self) -> bool {
+        std::mem::take(&mut self.restart)
+    }
+
+    /// Whether to go on, given the packets forwarded so far in each direction. Every
+    /// [`PresenceCheck::PERIOD`] it also checks that both devices are still there and were not
+    /// reset under the driver, and asks the loop to check its rings.
     #[inline(never)]
-    fn tick(&mut self, counts: [u64; 2]) -> bool {
+    fn tick(&mut self, counts: [u64; 2]) -> Tick {
         if platform::signals::terminate_requested() {
-            return false;
+            return Tick::Stop;
         }
         let now = Instant::now();
-        if let Err(e) = self.presence.check(now, &self.devices) {
-            self.gone = Some(e);
-            return false;
-        }
+        let looked = self.presence.check(now, &self.devices).and_then(|looked| {
+            if looked {
+                self.devices.iter().try_for_each(|d| d.check_running())?;
+            }
+            Ok(looked)
+        });
+        let looked = match looked {
+            Ok(looked) => looked,
+            Err(e) => {
+                self.gone = Some(e);
+                return Tick::Stop;
+            }
+        };
         if self.progress && now.duration_since(self.last) >= Duration::from_secs(1) {
             let total = counts[0] + counts[1];
             let mpps = (total - self.last_total) as f64 / now.duration_since(self.last).as_secs_f64() / 1e6;
@@ -98,23 +137,46 @@ impl<'d> Meter<'d> {
             if printed.is_err() {
                 // Whoever read the progress (`| head -1`) has gone: stop as on SIGTERM, so
                 // the queues are left as they would be then.
-                return false;
+                return Tick::Stop;
             }
             self.last = now;
             self.last_total = total;
         }
-        self.until.is_none_or(|u| now < u)
+        match (self.until.is_none_or(|u| now < u), looked) {
+            (false, _) => Tick::Stop,
+            (true, true) => Tick::Check,
+            (true, false) => Tick::Go,
+        }
+    }
+
+    /// After [`Tick::Check`]: stops the loop for a restart of the queues if `stuck`.
+    #[inline(always)]
+    fn go_on_unless(&mut self, stuck: bool) -> bool {
+        self.restart = stuck;
+        !stuck
     }
 }
 
 /// What a run forwarded, and what the driver discarded itself.
+#[derive(Default)]
 pub struct Totals {
     pub forwarded: [u64; 2],
-    /// Frames whose written-back length or flags the driver refused.
-    pub malformed: u64,
+    /// Frames whose written-back length or flags the driver refused, by cause.
+    pub refused: Refused,
     /// Frames received and then dropped because the TX ring was full (flexible model without
     /// flow control), or still waiting in a batch when the driver stopped.
     pub dropped: u64,
+    /// Times the queues were set up again because a ring was stuck (see
+    /// `Agent::desynchronised`).
+    pub restarts: u64,
+}
+
+impl Totals {
+    fn add(&mut self, forwarded: [u64; 2], refused: [Refused; 2]) {
+        self.forwarded[0] += forwarded[0];
+        self.forwarded[1] += forwarded[1];
+        refused.into_iter().for_each(|r| self.refused.add(r));
+    }
 }
 
 pub fn run(o: &Options) -> Result<(), String> {
@@ -160,7 +222,7 @@ pub fn run(o: &Options) -> Result<(), String> {
     let secs = start.elapsed().as_secs_f64();
     let total = totals.forwarded[0] + totals.forwarded[1];
     cli::outln!(
-        "safenic fwd {}: {} -> {} {} packets, {} -> {} {} packets, {:.1} s, {:.3} Mpps, {} malformed, {} dropped",
+        "safenic fwd {}: {} -> {} {} packets, {} -> {} {} packets, {:.1} s, {:.3} Mpps, {} malformed ({} too long, {} not end of packet), {} dropped, {} ring restarts",
         format!("{:?}", o.mode).to_lowercase(),
         o.input,
         o.output,
@@ -170,8 +232,11 @@ pub fn run(o: &Options) -> Result<(), String> {
         totals.forwarded[1],
         secs,
         total as f64 / secs.max(1e-9) / 1e6,
-        totals.malformed,
-        totals.dropped
+        totals.refused.total(),
+        totals.refused.too_long(),
+        totals.refused.not_end_of_packet(),
+        totals.dropped,
+        totals.restarts
     )?;
     match gone {
         Some(e) => Err(e.to_string()),
@@ -188,7 +253,8 @@ fn restricted(
 ) -> Result<Totals, DriverError> {
     let mut mem_ab = AgentMemory::allocate(outputs, RING)?;
     let mut mem_ba = AgentMemory::allocate(outputs, RING)?;
-    with_len(outputs, |outs| {
+    let mut totals = Totals::default();
+    with_len(outputs, |outs| loop {
         let mut ab = Agent::<_, RING>::new(&mut mem_ab, a, &outs.vec(|_| *b), outs)?;
         let mut ba = Agent::<_, RING>::new(&mut mem_ba, b, &outs.vec(|_| *a), outs)?;
         let forwarded = if rewrite {
@@ -196,7 +262,13 @@ fn restricted(
         } else {
             forward_restricted::<false>(&mut ab, &mut ba, outs, meter)
         };
-        Ok(Totals { forwarded, malformed: ab.malformed + ba.malformed, dropped: 0 })
+        totals.add(forwarded, [ab.refused, ba.refused]);
+        if !meter.take_restart() {
+            return Ok(totals);
+        }
+        // A stuck ring: the agents go (their queues are disabled first) and come back on
+        // the same memory, rings as at start.
+        totals.restarts += 1;
     })
     .unwrap_or(Err(DriverError::Invalid("no outputs".into())))
 }
@@ -233,7 +305,12 @@ fn forward_agents<'a, O: Outputs, const N: usize, const REWRITE: bool>(
                 .run(|packet, len, lengths| forward_packet::<O, REWRITE>(packet, len, lengths, &mut out_ba, &next))
                 as u64;
         }
-        if !meter.tick(counts) {
+        let go_on = match meter.tick(counts) {
+            Tick::Go => true,
+            Tick::Check => meter.go_on_unless(ab.desynchronised() || ba.desynchronised()),
+            Tick::Stop => false,
+        };
+        if !go_on {
             return counts;
         }
     }
@@ -260,14 +337,21 @@ fn const_model(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: &mut Meter)
     let one = ConstOutputs::<1>;
     let mut mem_ab = AgentMemory::allocate(1, RING)?;
     let mut mem_ba = AgentMemory::allocate(1, RING)?;
-    let mut ab = Agent::<_, RING>::new(&mut mem_ab, a, &one.array(|_| *b), one)?;
-    let mut ba = Agent::<_, RING>::new(&mut mem_ba, b, &one.array(|_| *a), one)?;
-    let forwarded = if rewrite {
-        forward_const::<true>(&mut ab, &mut ba, meter)
-    } else {
-        forward_const::<false>(&mut ab, &mut ba, meter)
-    };
-    Ok(Totals { forwarded, malformed: ab.malformed + ba.malformed, dropped: 0 })
+    let mut totals = Totals::default();
+    loop {
+        let mut ab = Agent::<_, RING>::new(&mut mem_ab, a, &one.array(|_| *b), one)?;
+        let mut ba = Agent::<_, RING>::new(&mut mem_ba, b, &one.array(|_| *a), one)?;
+        let forwarded = if rewrite {
+            forward_const::<true>(&mut ab, &mut ba, meter)
+        } else {
+            forward_const::<false>(&mut ab, &mut ba, meter)
+        };
+        totals.add(forwarded, [ab.refused, ba.refused]);
+        if !meter.take_restart() {
+            return Ok(totals);
+        }
+        totals.restarts += 1;
+    }
 }
 
 /// The const model's loop: one output per direction.
@@ -291,23 +375,41 @@ fn flexible(
     // the TX queue of the other share a pool.
     let mut mem_ab = QueueMemory::allocate(RING, POOL)?;
     let mut mem_ba = QueueMemory::allocate(RING, POOL)?;
-    let QueueParts { rx: rx_ring_ab, tx: tx_ring_ab, pool: mut pool_ab } = mem_ab.parts()?;
-    let QueueParts { rx: rx_ring_ba, tx: tx_ring_ba, pool: mut pool_ba } = mem_ba.parts()?;
-    let mut rx_a = RxQueue::<RING>::new(a, rx_ring_ab, &mut pool_ab)?;
-    let mut rx_b = RxQueue::<RING>::new(b, rx_ring_ba, &mut pool_ba)?;
-    let mut tx_b = TxQueue::<RING>::new(b, tx_ring_ab)?;
-    let mut tx_a = TxQueue::<RING>::new(a, tx_ring_ba)?;
-    let mut dir_ab = Direction::new(&mut rx_a, &mut tx_b, &mut pool_ab);
-    let mut dir_ba = Direction::new(&mut rx_b, &mut tx_a, &mut pool_ba);
-    let forwarded = match (rewrite, lossless) {
-        (true, false) => forward_flexible::<true, false>(&mut dir_ab, &mut dir_ba, meter),
-        (false, false) => forward_flexible::<false, false>(&mut dir_ab, &mut dir_ba, meter),
-        (true, true) => forward_flexible::<true, true>(&mut dir_ab, &mut dir_ba, meter),
-        (false, true) => forward_flexible::<false, true>(&mut dir_ab, &mut dir_ba, meter),
-    };
-    let malformed = dir_ab.rx.malformed + dir_ba.rx.malformed;
-    let dropped = dir_ab.stop() + dir_ba.stop();
-    Ok(Totals { forwarded, malformed, dropped })
+    let mut totals = Totals::default();
+    loop {
+        let QueueParts { rx: rx_ring_ab, tx: tx_ring_ab, pool: mut pool_ab } = mem_ab.parts()?;
+        let QueueParts { rx: rx_ring_ba, tx: tx_ring_ba, pool: mut pool_ba } = mem_ba.parts()?;
+        let mut rx_a = RxQueue::<RING>::new(a, rx_ring_ab, &mut pool_ab)?;
+        let mut rx_b = RxQueue::<RING>::new(b, rx_ring_ba, &mut pool_ba)?;
+        let mut tx_b = TxQueue::<RING>::new(b, tx_ring_ab)?;
+        let mut tx_a = TxQueue::<RING>::new(a, tx_ring_ba)?;
+        let mut dir_ab = Direction::new(&mut rx_a, &mut tx_b, &mut pool_ab);
+        let mut dir_ba = Direction::new(&mut rx_b, &mut tx_a, &mut pool_ba);
+        let forwarded = match (rewrite, lossless) {
+            (true, false) => forward_flexible::<true, false>(&mut dir_ab, &mut dir_ba, meter),
+            (false, false) => forward_flexible::<false, false>(&mut dir_ab, &mut dir_ba, meter),
+            (true, true) => forward_flexible::<true, true>(&mut dir_ab, &mut dir_ba, meter),
+            (false, true) => forward_flexible::<false, true>(&mut dir_ab, &mut dir_ba, meter),
+        };
+        totals.dropped += dir_ab.stop() + dir_ba.stop();
+        totals.add(forwarded, [rx_a.refused, rx_b.refused]);
+        // Whatever the device wrote, every buffer is in exactly one place.
+        for (pool, rx, tx) in [(&pool_ab, &rx_a, &tx_b), (&pool_ba, &rx_b, &tx_a)] {
+            let counted = pool.available() + rx.held() + tx.held();
+            if counted != pool.total() {
+                return Err(DriverError::Invalid(format!(
+                    "buffers not conserved: {counted} of {} found (a bug: please report it)",
+                    pool.total()
+                )));
+            }
+        }
+        if !meter.take_restart() {
+            return Ok(totals);
+        }
+        // A stuck ring: the queues go (disabled first) and come back on the same memory,
+        // every buffer back in a fresh pool.
+        totals.restarts += 1;
+    }
 }
 
 /// One direction of the flexible forwarder.
@@ -375,7 +477,12 @@ pub fn forward_flexible<const REWRITE: bool, const LOSSLESS: bool>(
             counts[0] += ab.burst::<REWRITE, LOSSLESS>();
             counts[1] += ba.burst::<REWRITE, LOSSLESS>();
         }
-        if !meter.tick(counts) {
+        let go_on = match meter.tick(counts) {
+            Tick::Go => true,
+            Tick::Check => meter.go_on_unless(ab.rx.desynchronised() || ba.rx.desynchronised()),
+            Tick::Stop => false,
+        };
+        if !go_on {
             return counts;
         }
     }
@@ -408,6 +515,14 @@ mod registry_tests {
             name_of(forward_flexible::<false, false>),
         ];
         assert_eq!(HOT_PATHS, loops.map(|n| n.trim_end_matches("::").to_string()));
-        assert_eq!(COLD_CALLS.iter().map(|c| c.0).collect::<Vec<_>>(), [name_of(Meter::tick).trim_end_matches("::")]);
+        let cold = [
+            name_of(Meter::tick),
+            name_of(Agent::<ConstOutputs<1>, RING>::desynchronised),
+            name_of(RxQueue::<RING>::desynchronised),
+        ];
+        assert_eq!(
+            COLD_CALLS.iter().map(|c| c.0).collect::<Vec<_>>(),
+            cold.map(|n| n.trim_end_matches("::").to_string())
+        );
     }
 }
