@@ -7,7 +7,7 @@ CARGO ?= cargo
 ISA ?= $(shell scripts/isa-level)
 export RUSTFLAGS := -C target-cpu=$(ISA)
 
-.PHONY: all setup build demo test bench bench-smoke audit sanitize fuzz stress fmt clean
+.PHONY: all setup build demo test test-chaos soak chaos-report bench bench-smoke audit sanitize fuzz stress fmt clean
 
 all: build
 
@@ -34,6 +34,24 @@ test: setup
 	$(MAKE) sanitize
 	$(MAKE) audit
 	$(MAKE) bench-smoke
+
+# The Rust driver, every model, against a hostile device (crates/safenic/tests/chaos.rs):
+# 10^6 hostile write-backs, a stall and every wire fault, each followed by an exact check that
+# traffic flows again; a surprise reset and removal, after which it must exit with one line.
+# Part of `make test`; `make soak SECONDS=600` gives every fault about that many seconds.
+test-chaos: setup
+	$(CARGO) build --workspace
+	$(CARGO) test -p safenic --test chaos -- --test-threads=1
+
+SECONDS ?= 60
+soak: setup
+	$(CARGO) build --workspace
+	SAFENIC_SOAK_SECONDS=$(SECONDS) $(CARGO) test -p safenic --test chaos -- --test-threads=1 --nocapture
+
+# Every driver of the manifest the report compares (Rust, C gcc, C under ASan+UBSan), every
+# model, against each kind of fault: the table in docs/results.md and docs/bench/chaos.json.
+chaos-report: setup build
+	target/release/safenic chaos --only rust,c-gcc,c-asan --out docs/bench --splice docs/results.md
 
 # The bench's quick profile as a smoke test: every driver and model measured once (RFC 2544
 # with short trials, latency, callgrind), results and figures written, read back and checked

@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod callgrind;
+pub mod chaos;
 pub mod results;
 pub mod rfc2544;
 
@@ -123,6 +124,11 @@ impl Harness {
 
     /// Spawns `prefix… command… mode A B --sysfs DIR` on [`DRIVER_CPU`].
     fn spawn(&self, prefix: &[String], driver: &Driver, mode: &str) -> Result<Reaped, String> {
+        self.spawn_with(prefix, driver, mode, &[])
+    }
+
+    /// [`Self::spawn`] with `extra` arguments after the ports.
+    fn spawn_with(&self, prefix: &[String], driver: &Driver, mode: &str, extra: &[String]) -> Result<Reaped, String> {
         // `{mode}` in the command picks a one-binary-per-model driver's binary.
         let words: Vec<String> =
             prefix.iter().cloned().chain(driver.command.iter().map(|w| w.replace("{mode}", mode))).collect();
@@ -130,6 +136,7 @@ impl Harness {
             platform::process::die_with_parent(&mut Command::new(&words[0]))
                 .args(&words[1..])
                 .args([mode, &nicsim::sysfs::port_address(0), &nicsim::sysfs::port_address(1)])
+                .args(extra)
                 .arg("--sysfs")
                 .arg(self.sim.devices())
                 .stdout(Stdio::piped())

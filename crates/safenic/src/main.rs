@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+mod chaos;
 mod fwd;
 mod gen;
 mod report;
@@ -29,6 +30,17 @@ pub enum Mode {
     Const,
     /// DPDK-like rx_batch/tx_batch over a buffer pool.
     Flexible,
+}
+
+impl Mode {
+    /// The name on command lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Restricted => "restricted",
+            Mode::Const => "const",
+            Mode::Flexible => "flexible",
+        }
+    }
 }
 
 /// What the forwarder does to each frame.
@@ -91,6 +103,31 @@ enum Cmd {
         /// Stop after this many seconds.
         #[arg(long, value_parser = cli::seconds)]
         seconds: Option<f64>,
+    },
+    /// Run drivers of the manifest against a hostile device (nicsim's fault injection): in
+    /// every model, each kind of fault under traffic with flow control, then a check that
+    /// traffic flows again exactly; a table of verdicts (survived, clean exit, crashed,
+    /// stalled, corrupted memory, wrong frames). Needs root and hugepages.
+    Chaos {
+        /// Only these drivers of the manifest (default: every one with `conformance = true`).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        /// Models (default: all three).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        modes: Vec<Mode>,
+        /// About this many seconds of each fault (default: `make test`'s dose, 2 × 500 000
+        /// hostile write-backs and 20 000 frames per wire fault).
+        #[arg(long, value_parser = cli::seconds)]
+        seconds: Option<f64>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Also write chaos.json into this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Replace the text between `<!-- safenic chaos: begin -->` and `<!-- safenic chaos:
+        /// end -->` in this Markdown file with the table.
+        #[arg(long)]
+        splice: Option<PathBuf>,
     },
     /// Draw the bench's figures again from a results.json it wrote (SVG and PNG into DIR).
     Figures {
@@ -301,6 +338,12 @@ fn main() -> ExitCode {
         }
         Cmd::Audit { binary, root, json } => run_audit(binary, root, json),
         Cmd::Figures { results, dir } => report::redraw(&results, &dir),
+        Cmd::Chaos { only, modes, seconds, seed, out, splice } => {
+            let modes = if modes.is_empty() { vec![Mode::Restricted, Mode::Const, Mode::Flexible] } else { modes };
+            let dose = seconds
+                .map_or(bench::chaos::Dose { seed, ..bench::chaos::Dose::TEST }, |s| bench::chaos::Dose::soak(s, seed));
+            chaos::run(&chaos::Options { only, modes: modes.iter().map(|m| m.name()).collect(), dose, out, splice })
+        }
         Cmd::Bench {
             modes,
             only,

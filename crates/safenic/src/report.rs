@@ -331,12 +331,15 @@ pub fn redraw(results: &Path, dir: &Path) -> Result<(), String> {
 
 /// `document` with its text between [`SPLICE_BEGIN`] and [`SPLICE_END`] replaced by `text`.
 fn splice(document: &str, text: &str) -> Result<String, String> {
-    let missing = || {
-        format!("no `{SPLICE_BEGIN}` … `{SPLICE_END}` markers: add them, on lines of their own, where the results go")
-    };
-    let begin = document.find(SPLICE_BEGIN).ok_or_else(missing)? + SPLICE_BEGIN.len();
-    let end = document[begin..].find(SPLICE_END).ok_or_else(missing)? + begin;
-    Ok(format!("{}\n\n{}\n\n{}", &document[..begin], text.trim(), &document[end..]))
+    splice_between(document, (SPLICE_BEGIN, SPLICE_END), text)
+}
+
+/// Replaces what lies between the markers `begin` and `end` in `document` with `text`.
+pub(crate) fn splice_between(document: &str, (begin, end): (&str, &str), text: &str) -> Result<String, String> {
+    let missing = || format!("no `{begin}` … `{end}` markers: add them, on lines of their own, where the results go");
+    let from = document.find(begin).ok_or_else(missing)? + begin.len();
+    let to = document[from..].find(end).ok_or_else(missing)? + from;
+    Ok(format!("{}\n\n{}\n\n{}", &document[..from], text.trim(), &document[to..]))
 }
 
 #[cfg(test)]

@@ -212,7 +212,15 @@ fn parse_summary(mode: &str, line: &str) -> Option<Summary> {
 /// Frames port `p`'s device dropped before they reached the driver, for any reason.
 pub fn device_drops(p: &PortStats) -> u64 {
     let (c, d) = (&p.device, &p.drops);
-    c.qprdc.iter().sum::<u64>() + c.mpc + c.ruc + c.roc + d.rx_disabled + d.filtered + d.queue_disabled + d.dma_fault
+    c.qprdc.iter().sum::<u64>()
+        + c.mpc
+        + c.ruc
+        + c.roc
+        + c.crcerrs
+        + d.rx_disabled
+        + d.filtered
+        + d.queue_disabled
+        + d.dma_fault
 }
 
 /// Frames of the direction `from` → `to` that nicsim holds: in `from`'s packet buffer and RX
