@@ -274,8 +274,10 @@ fn lose_device(h: &Harness, child: &mut Reaped, kind: Kind) -> Result<Outcome, S
         std::thread::sleep(Duration::from_millis(20));
     }
     let moved = at_sinks(h.stats()?) - before;
-    let why =
-        format!("still running {} s after the {kind}, not noticing it; {moved} frames forwarded since", EXIT.as_secs());
+    let why = format!(
+        "still running {} s after the {kind}, not noticing it; frames forwarded since: {moved}",
+        EXIT.as_secs()
+    );
     Ok(Outcome { injected: 1, ..outcome(kind, h, Verdict::Stalled, why) })
 }
 

@@ -449,7 +449,10 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
         Cmd::Remove { port } => session.remove(port),
         Cmd::Fault { fault, port } => {
             let port = port.ok_or("give --port N: the port whose device or wire misbehaves")?;
-            session.fault(port, fault.fault())
+            // Checked here too: NaN, for one, has no JSON form and would reach serve as null.
+            let fault = fault.fault();
+            fault.validate()?;
+            session.fault(port, fault)
         }
         Cmd::Shutdown => session.shutdown(),
         Cmd::Guard { remove_root } => {

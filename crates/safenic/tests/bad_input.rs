@@ -85,6 +85,9 @@ fn every_safenic_subcommand_refuses_bad_values_in_one_line() {
         (vec!["audit", "--binary", "/nonexistent/safenic"], "/nonexistent/safenic"),
         (vec!["figures", "/nonexistent/results.json", "/tmp/x"], "/nonexistent/results.json"),
         (vec!["figures", "Cargo.toml", "/tmp/x"], "results.json written by safenic bench"),
+        (vec!["chaos", "--seconds", "nan"], "--seconds"),
+        (vec!["chaos", "--modes", "fast"], "--modes"),
+        (vec!["chaos", "--only", "no-such-driver"], "no-such-driver"),
         (vec!["frobnicate"], "frobnicate"),
     ];
     for (args, names) in table {
@@ -125,6 +128,10 @@ fn every_nicsim_subcommand_refuses_bad_values_in_one_line() {
         (vec!["reflect", A, B, "--seconds", "nan"], "--seconds"),
         (vec!["bench", "--seconds=-1"], "--seconds"),
         (vec!["bench", "--link-gbps", "nan"], "--link-gbps"),
+        (vec!["fault", "stall"], "--port"),
+        (vec!["fault", "--port", "0", "wire", "jitter"], "runt"),
+        (vec!["fault", "--port", "0", "write-back", "--rate", "nan"], "--rate"),
+        (vec!["fault", "--port", "0", "write-back", "--count", "0"], "--count"),
         (vec!["--root", "/nonexistent/nicsim", "stats"], "nicsim serve"),
         (vec!["--root", "/nonexistent/nicsim", "exec", "--", "true"], "nicsim serve"),
     ];
@@ -143,6 +150,10 @@ fn every_nicsim_subcommand_refuses_bad_values_in_one_line() {
         (at(&["traffic", "start", "--port", "0", "--size", "200", "--size-max", "100"]), "100"),
         (at(&["traffic", "start", "--port", "0", "--duration", "0.0001"]), "at least 1 ms"),
         (at(&["pcap", "--port", "0"]), "--file"),
+        (at(&["fault", "--port", "9", "stall"]), "no port 9"),
+        (at(&["fault", "--port", "0", "stall", "--ms", "0"]), "1 to 60000 ms"),
+        (at(&["fault", "--port", "0", "wire", "runt", "--probability", "2"]), "probability"),
+        (at(&["fault", "--port", "0", "wire", "runt", "--probability", "nan"]), "probability"),
         (at(&["serve"]), "already serves"),
     ];
     for (args, names) in served {
@@ -151,6 +162,7 @@ fn every_nicsim_subcommand_refuses_bad_values_in_one_line() {
     }
     let s = sim.stats();
     assert!(s.ports.iter().all(|p| !p.generator_active && p.generated == 0), "no refused request started traffic");
+    assert!(s.ports.iter().all(|p| p.injected == Default::default()), "no refused request injected a fault");
 }
 
 #[test]
