@@ -299,9 +299,13 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
     /// own made the agent run ahead of it. Read in this order, the registers cannot change
     /// under the test: an idle transmitter and a device without descriptors stay so while the
     /// agent does not run. Register reads: call it from slow paths only.
+    /// Returns the agent's position when they disagree: a caller that sees the same position
+    /// twice, a presence period apart, knows the ring did not move meanwhile (nicsim, like the
+    /// card, publishes RDH a little after the descriptors it wrote, so one look can catch it
+    /// behind a frame the agent has already taken).
     #[inline(never)]
     #[cold]
-    pub fn desynchronised(&self) -> bool {
+    pub fn desynchronised(&self) -> Option<usize> {
         let processed = self.processed;
         let mut transmit_idle = true;
         self.outputs.for_each(|o| {
@@ -310,7 +314,7 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
         });
         let receive_head = RingIndex::<N>::wrapping(self.receive_head.read() as usize);
         let waiting = u64::from_le(self.shared_ring.ring(processed).at::<1>().read()) & RX_DD == 0;
-        transmit_idle && receive_head == self.receive_tail_value && waiting
+        (transmit_idle && receive_head == self.receive_tail_value && waiting).then_some(processed.get())
     }
 
     /// Gives the receive side every slot that all outputs have sent: RDT = the head of the

@@ -270,13 +270,15 @@ impl<'a, const N: usize> RxQueue<'a, N> {
     /// ours) and ours has no DD. An honest device that owns nothing has filled every slot,
     /// ours included; one that wrote DD into slots it did not own made the queue run ahead
     /// of it. RDH is read first: a device without descriptors stays so while the queue does
-    /// not run. A register read: call it from slow paths only.
+    /// not run. Returns the queue's position when they disagree (see
+    /// [`crate::agent::Agent::desynchronised`] for why a caller looks twice). A register read:
+    /// call it from slow paths only.
     #[inline(never)]
     #[cold]
-    pub fn desynchronised(&self) -> bool {
+    pub fn desynchronised(&self) -> Option<usize> {
         let device_head = RingIndex::<N>::wrapping(self.head_register.read() as usize);
         let waiting = u64::from_le(self.ring.ring(self.next).at::<1>().read()) & RX_DD == 0;
-        device_head == self.next.prev() && waiting
+        (device_head == self.next.prev() && waiting).then_some(self.next.get())
     }
 }
 

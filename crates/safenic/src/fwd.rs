@@ -71,7 +71,15 @@ pub struct Meter<'d> {
     /// The loop stopped because a ring is stuck (see `Agent::desynchronised`): the model
     /// sets its queues up again and goes on.
     restart: bool,
+    /// What the last look at the rings found stuck, per direction: the driver's position.
+    suspect: [Option<usize>; 2],
 }
+
+/// How long a restart waits between disabling the queues and setting them up again. The card
+/// clears ENABLE only once the queue has stopped; a device model that cannot trap register
+/// reads (nicsim) sees the disable at its next poll, and must see it before the enable that
+/// follows, or the toggle is lost.
+const RESTART_SETTLE: Duration = Duration::from_millis(10);
 
 /// What the forwarding loop does after a look at the meter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,11 +103,14 @@ impl<'d> Meter<'d> {
             presence: PresenceCheck::new(),
             gone: None,
             restart: false,
+            suspect: [None; 2],
         }
     }
 
-    /// Whether the loop stopped for a restart of the queues (and forgets it).
+    /// Whether the loop stopped for a restart of the queues (and forgets it, with what the
+    /// looks at the rings found).
     fn take_restart(&mut self) -> bool {
+        self.suspect = [None; 2];
         std::mem::take(&mut self.restart)
     }
 
@@ -149,11 +160,16 @@ impl<'d> Meter<'d> {
         }
     }
 
-    /// After [`Tick::Check`]: stops the loop for a restart of the queues if `stuck`.
+    /// After [`Tick::Check`], given where each direction's ring is stuck (if it is): stops
+    /// the loop for a restart of the queues if a ring was stuck at the same place at the last
+    /// look too, a presence period ago. One look can be wrong for a moment (the device's head
+    /// register lags the descriptors it wrote); a ring that has not moved for a period is not.
     #[inline(always)]
-    fn go_on_unless(&mut self, stuck: bool) -> bool {
-        self.restart = stuck;
-        !stuck
+    fn go_on_unless(&mut self, stuck: [Option<usize>; 2]) -> bool {
+        let again = stuck.iter().zip(&self.suspect).any(|(now, before)| now.is_some() && now == before);
+        self.suspect = stuck;
+        self.restart = again;
+        !again
     }
 }
 
@@ -244,6 +260,13 @@ pub fn run(o: &Options) -> Result<(), String> {
     }
 }
 
+/// Before queues are set up again after `restarts` > 0 restarts: [`RESTART_SETTLE`].
+fn settle_after(restarts: u64) {
+    if restarts > 0 {
+        std::thread::sleep(RESTART_SETTLE);
+    }
+}
+
 fn restricted(
     a: &Device<'_>,
     b: &Device<'_>,
@@ -255,6 +278,7 @@ fn restricted(
     let mut mem_ba = AgentMemory::allocate(outputs, RING)?;
     let mut totals = Totals::default();
     with_len(outputs, |outs| loop {
+        settle_after(totals.restarts);
         let mut ab = Agent::<_, RING>::new(&mut mem_ab, a, &outs.vec(|_| *b), outs)?;
         let mut ba = Agent::<_, RING>::new(&mut mem_ba, b, &outs.vec(|_| *a), outs)?;
         let forwarded = if rewrite {
@@ -307,7 +331,7 @@ fn forward_agents<'a, O: Outputs, const N: usize, const REWRITE: bool>(
         }
         let go_on = match meter.tick(counts) {
             Tick::Go => true,
-            Tick::Check => meter.go_on_unless(ab.desynchronised() || ba.desynchronised()),
+            Tick::Check => meter.go_on_unless([ab.desynchronised(), ba.desynchronised()]),
             Tick::Stop => false,
         };
         if !go_on {
@@ -339,6 +363,7 @@ fn const_model(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: &mut Meter)
     let mut mem_ba = AgentMemory::allocate(1, RING)?;
     let mut totals = Totals::default();
     loop {
+        settle_after(totals.restarts);
         let mut ab = Agent::<_, RING>::new(&mut mem_ab, a, &one.array(|_| *b), one)?;
         let mut ba = Agent::<_, RING>::new(&mut mem_ba, b, &one.array(|_| *a), one)?;
         let forwarded = if rewrite {
@@ -377,6 +402,7 @@ fn flexible(
     let mut mem_ba = QueueMemory::allocate(RING, POOL)?;
     let mut totals = Totals::default();
     loop {
+        settle_after(totals.restarts);
         let QueueParts { rx: rx_ring_ab, tx: tx_ring_ab, pool: mut pool_ab } = mem_ab.parts()?;
         let QueueParts { rx: rx_ring_ba, tx: tx_ring_ba, pool: mut pool_ba } = mem_ba.parts()?;
         let mut rx_a = RxQueue::<RING>::new(a, rx_ring_ab, &mut pool_ab)?;
@@ -479,7 +505,7 @@ pub fn forward_flexible<const REWRITE: bool, const LOSSLESS: bool>(
         }
         let go_on = match meter.tick(counts) {
             Tick::Go => true,
-            Tick::Check => meter.go_on_unless(ab.rx.desynchronised() || ba.rx.desynchronised()),
+            Tick::Check => meter.go_on_unless([ab.rx.desynchronised(), ba.rx.desynchronised()]),
             Tick::Stop => false,
         };
         if !go_on {

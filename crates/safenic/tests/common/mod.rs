@@ -188,6 +188,9 @@ pub struct Summary {
     pub forwarded: [u64; 2],
     pub malformed: u64,
     pub dropped: u64,
+    /// Times the driver set its queues up again because a ring was stuck (the Rust driver
+    /// says; others do not restart).
+    pub restarts: Option<u64>,
 }
 
 /// Reads the summary line every driver prints at exit:
@@ -206,7 +209,12 @@ fn parse_summary(mode: &str, line: &str) -> Option<Summary> {
     };
     let ab = words.first()?.parse().ok()?;
     let ba = words.get(words.iter().position(|w| *w == "->")? + 2)?.parse().ok()?;
-    Some(Summary { forwarded: [ab, ba], malformed: number_before("malformed")?, dropped: number_before("dropped")? })
+    Some(Summary {
+        forwarded: [ab, ba],
+        malformed: number_before("malformed")?,
+        dropped: number_before("dropped")?,
+        restarts: number_before("ring"),
+    })
 }
 
 /// Frames port `p`'s device dropped before they reached the driver, for any reason.
@@ -289,6 +297,7 @@ pub fn assert_lossless(s: &Stats, driver: &Summary, n: u64, in_order: bool) {
         );
     }
     assert_eq!((driver.malformed, driver.dropped), (0, 0), "the driver discarded nothing");
+    assert_eq!(driver.restarts.unwrap_or(0), 0, "an honest device leaves no ring stuck");
 }
 
 pub fn assert_no_lint(sim: &Sim) {
