@@ -240,8 +240,11 @@ fn survive(h: &Harness, child: &mut Reaped, kind: Kind, dose: Dose) -> Result<Ou
                 sim.fault(p, Fault::Wire { what, probability: WIRE_PROBABILITY, count, seed: dose.seed + p as u64 })
             })?;
             both(|p| sim.start_traffic(p, rate(Some(count))))?;
-            let s = quiet(h, child, count)?;
+            let sent = |s: &Stats| s.ports.iter().all(|p| !p.generator_active && p.generated == count);
+            settle(h, child, sent, patience(count))?;
+            // A frame held back for reordering after the last one sent arrives now.
             both(|p| sim.fault(p, Fault::Off))?;
+            let s = settle(h, child, |s| wire_consistent(s).is_ok(), patience(0))?;
             consistent = wire_consistent(&s);
         }
         Kind::Reset | Kind::Remove => unreachable!("lose_device"),
@@ -290,7 +293,7 @@ fn recover(h: &Harness, child: &mut Reaped) -> Result<Result<String, (Verdict, S
         probes += 1;
         h.sim.reset_counters()?;
         both(|p| h.sim.start_traffic(p, rate(Some(PROBE))))?;
-        let s = settle(h, child, PROBE, deadline)?;
+        let s = settle(h, child, all_in(PROBE), deadline)?;
         if let Some(v) = exited(child) {
             return Ok(Err(v));
         }
@@ -311,7 +314,7 @@ fn recover(h: &Harness, child: &mut Reaped) -> Result<Result<String, (Verdict, S
     }
     h.sim.reset_counters()?;
     both(|p| h.sim.start_traffic(p, rate(Some(CHECK))))?;
-    let s = quiet(h, child, CHECK)?;
+    let s = settle(h, child, all_in(CHECK), patience(CHECK))?;
     if let Some(v) = exited(child) {
         return Ok(Err(v));
     }
@@ -424,22 +427,22 @@ fn foreign(s: &Stats) -> [u64; 2] {
     [s.ports[0].sink_foreign, s.ports[1].sink_foreign]
 }
 
-/// Waits until both generators have sent `count` and the sinks have them all, or stopped
-/// moving for a second (or `deadline` passed); returns the statistics then.
-fn settle(h: &Harness, child: &mut Reaped, count: u64, deadline: Instant) -> Result<Stats, String> {
+/// Waits until `done` holds and the sinks have not moved for a moment, or the generators have
+/// ended and the sinks have not moved for a second (or `deadline` passed, or the driver
+/// exited); returns the statistics then.
+fn settle(h: &Harness, child: &mut Reaped, done: impl Fn(&Stats) -> bool, deadline: Instant) -> Result<Stats, String> {
     let mut last = u64::MAX;
     let mut still = Instant::now();
     loop {
         std::thread::sleep(Duration::from_millis(20));
         let s = h.stats()?;
         let at_sinks: u64 = s.ports.iter().map(|p| p.sink_packets).sum();
-        let sent = s.ports.iter().all(|p| !p.generator_active && p.generated == count);
         if at_sinks != last {
             still = Instant::now();
             last = at_sinks;
         }
         let quiet_for = still.elapsed();
-        if (sent && at_sinks >= 2 * count && quiet_for > Duration::from_millis(40))
+        if (done(&s) && quiet_for > Duration::from_millis(40))
             || quiet_for > Duration::from_secs(1) && s.ports.iter().all(|p| !p.generator_active)
             || Instant::now() > deadline
             || exited_quietly(child)
@@ -449,10 +452,18 @@ fn settle(h: &Harness, child: &mut Reaped, count: u64, deadline: Instant) -> Res
     }
 }
 
-/// [`settle`] with [`PATIENCE`] beyond four times the time `count` frames take at
-/// [`TRAFFIC_PPS`].
-fn quiet(h: &Harness, child: &mut Reaped, count: u64) -> Result<Stats, String> {
-    settle(h, child, count, Instant::now() + PATIENCE + Duration::from_secs_f64(count as f64 / TRAFFIC_PPS * 4.0))
+/// Both generators sent `count` and the sinks have at least that many each.
+fn all_in(count: u64) -> impl Fn(&Stats) -> bool {
+    move |s: &Stats| {
+        s.ports.iter().all(|p| !p.generator_active && p.generated == count)
+            && s.ports.iter().map(|p| p.sink_packets).sum::<u64>() >= 2 * count
+    }
+}
+
+/// The deadline for `count` frames per port: [`PATIENCE`] beyond four times the time they
+/// take at [`TRAFFIC_PPS`].
+fn patience(count: u64) -> Instant {
+    Instant::now() + PATIENCE + Duration::from_secs_f64(count as f64 / TRAFFIC_PPS * 4.0)
 }
 
 fn exited_quietly(child: &mut Reaped) -> bool {

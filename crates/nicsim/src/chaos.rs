@@ -329,6 +329,10 @@ mod tests {
             .collect();
         assert_eq!(firsts, [1, 0, 2]);
         assert_eq!(c.injected.reordered, 1);
+        // Held back after the last frame the partner sends: it comes with `off`.
+        c.start_wire(WireFault::Reorder, 1.0, 1, 1, 0);
+        assert!(arrivals(&mut c, 1).is_empty());
+        assert_eq!(c.off(0), Some(vec![0u8; 60]));
     }
 
     #[test]
