@@ -12,6 +12,7 @@
 mod common;
 
 use common::twice;
+use nicsim::chaos::{Fault, WireFault};
 use nicsim::control::Request;
 use nicsim::dma::{DmaSpace, Location, Window};
 use nicsim::engine::{self, Command, Engine};
@@ -374,7 +375,33 @@ fn control(rng: &mut Rng) -> Request {
         4 => Request::PauseTx { port, paused: rng.chance(2) },
         5 => Request::ResetCounters,
         6 => Request::Link { port, up: rng.chance(2) },
+        // Rare, short stalls, and never on port 2, whose sane driver keeps the receive and
+        // transmit paths busy (hostile write-backs into its rings would stop it).
+        7 if rng.chance(16) => Request::Fault { port: port % 2, fault: fault(rng) },
         _ => Request::Lint,
+    }
+}
+
+/// Any fault but removal (which would leave the port dead for every later case) and reset
+/// (which random CTRL writes cover, and which would stop the sane driver's port), with numbers
+/// from anywhere, nonsense included.
+fn fault(rng: &mut Rng) -> Fault {
+    let number = |rng: &mut Rng| if rng.chance(4) { f64::from_bits(rng.next()) } else { (rng.below(4_000_000)) as f64 };
+    match rng.below(4) {
+        0 => Fault::WriteBack { rate: number(rng), count: rng.below(100_000), seed: rng.next() },
+        1 => Fault::Stall { ms: rng.below(3) },
+        2 => {
+            let what = [
+                WireFault::Runt,
+                WireFault::Oversize,
+                WireFault::Corrupt,
+                WireFault::BadFcs,
+                WireFault::Duplicate,
+                WireFault::Reorder,
+            ][rng.below(6) as usize];
+            Fault::Wire { what, probability: number(rng) / 4e6, count: rng.below(1000), seed: rng.next() }
+        }
+        _ => Fault::Off,
     }
 }
 
