@@ -4,7 +4,8 @@
 //! told (`nicsim fault`, [`crate::control::Request::Fault`]) to write hostile values there, to
 //! stall, to reset or vanish under the driver, and to put broken frames on the wire. Every mode
 //! that draws random numbers takes a seed, so a run can be replayed; every fault injected is
-//! counted ([`Injected`]) and the latest are logged with their time ([`FaultEvent`]).
+//! counted ([`Injected`]), and the latest are logged with their time ([`FaultEvent`]): each
+//! stall, reset, removal and wire fault, and the start and end of each run of write-backs.
 //!
 //! What a mode may touch is what the datasheet lets a device write: descriptors of rings the
 //! driver gave it and the head write-back slot it named. A hostile write never lands outside
