@@ -472,13 +472,21 @@ impl PresenceCheck {
         PresenceCheck { last: Instant::now() }
     }
 
+    /// Whether a look is due at `now` (then the next one is a period later).
+    pub fn due(&mut self, now: Instant) -> bool {
+        let due = now.duration_since(self.last) >= Self::PERIOD;
+        if due {
+            self.last = now;
+        }
+        due
+    }
+
     /// If a look is due at `now`: [`DriverError::Gone`] for the first of `devices` that is
     /// no longer [present](Device::present), else `Ok(true)`; `Ok(false)` if no look is due.
     pub fn check(&mut self, now: Instant, devices: &[&Device<'_>]) -> Result<bool, DriverError> {
-        if now.duration_since(self.last) < Self::PERIOD {
+        if !self.due(now) {
             return Ok(false);
         }
-        self.last = now;
         match devices.iter().find(|d| !d.present()) {
             Some(d) => Err(d.gone()),
             None => Ok(true),

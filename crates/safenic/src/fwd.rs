@@ -123,19 +123,13 @@ impl<'d> Meter<'d> {
             return Tick::Stop;
         }
         let now = Instant::now();
-        let looked = self.presence.check(now, &self.devices).and_then(|looked| {
-            if looked {
-                self.devices.iter().try_for_each(|d| d.check_running())?;
-            }
-            Ok(looked)
-        });
-        let looked = match looked {
-            Ok(looked) => looked,
-            Err(e) => {
+        let looked = self.presence.due(now);
+        if looked {
+            if let Err(e) = self.devices.iter().try_for_each(|d| d.check_running()) {
                 self.gone = Some(e);
                 return Tick::Stop;
             }
-        };
+        }
         if self.progress && now.duration_since(self.last) >= Duration::from_secs(1) {
             let total = counts[0] + counts[1];
             let mpps = (total - self.last_total) as f64 / now.duration_since(self.last).as_secs_f64() / 1e6;

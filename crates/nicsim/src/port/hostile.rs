@@ -60,12 +60,9 @@ impl Port {
     }
 
     fn hostile_head(&mut self, dma: &mut impl DmaSpace, rng: &mut Rng) -> Option<HostileWrite> {
-        let with_slot: Vec<(u64, u32)> = self
-            .active_tx
-            .iter()
-            .filter_map(|&q| Some((self.tx[q as usize].head_wb?, self.tx[q as usize].size)))
-            .collect();
-        let &(addr, size) = with_slot.get(rng.below(with_slot.len().max(1) as u64) as usize)?;
+        let q = *self.active_tx.get(rng.below(self.active_tx.len().max(1) as u64) as usize)?;
+        let t = &self.tx[q as usize];
+        let (addr, size) = (t.head_wb?, t.size);
         let r = rng.next_u64();
         // Half inside the ring (plausible but wrong), half anywhere in 0..2^32.
         let value = if r & 1 == 0 { ((r >> 1) % u64::from(size.max(1))) as u32 } else { (r >> 32) as u32 };

@@ -164,23 +164,26 @@ impl Port {
     /// registers share a cache line with the tails read here, so this costs little.
     #[inline(always)]
     fn poll_queue_controls(&mut self) {
+        // By index: applying a disable removes the queue from its list.
         let mut k = 0;
         while k < self.active_rx.len() {
-            let j = rxdctl(self.active_rx[k]) as usize / 4;
-            let v = self.bar.read_u32(j * 4);
-            if v != self.shadow[j] {
-                self.check_dword(j, v);
-            }
+            self.apply_if_changed(rxdctl(self.active_rx[k]));
             k += 1;
         }
         let mut k = 0;
         while k < self.active_tx.len() {
-            let j = txdctl(self.active_tx[k]) as usize / 4;
-            let v = self.bar.read_u32(j * 4);
-            if v != self.shadow[j] {
-                self.check_dword(j, v);
-            }
+            self.apply_if_changed(txdctl(self.active_tx[k]));
             k += 1;
+        }
+    }
+
+    /// Applies the register at `offset` if the driver changed it since the last look.
+    #[inline(always)]
+    fn apply_if_changed(&mut self, offset: u32) {
+        let j = offset as usize / 4;
+        let value = self.bar.read_u32(j * 4);
+        if value != self.shadow[j] {
+            self.check_dword(j, value);
         }
     }
 
