@@ -149,7 +149,7 @@ mod tests {
     fn the_repository_manifest_lists_every_driver() {
         let m = Manifest::load(&repository()).unwrap();
         let names: Vec<&str> = m.drivers.iter().map(|d| d.name.as_str()).collect();
-        assert_eq!(names, ["rust", "c-clang", "c-gcc", "c-asan"]);
+        assert_eq!(names, ["rust", "c-clang", "c-gcc", "c-asan", "ada"]);
         assert!(m.drivers.iter().all(|d| d.conformance));
         assert!(!m.get("c-asan").unwrap().bench, "a sanitizer build is tested, not measured");
     }
