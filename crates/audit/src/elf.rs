@@ -35,10 +35,13 @@ pub enum Target {
     Indirect,
 }
 
-/// A binary's functions and GOT slots.
+/// A binary's functions, GOT slots and PLT stubs.
 pub struct Binary {
     pub functions: Vec<Function>,
     pub slots: BTreeMap<u64, Slot>,
+    /// The shared-library routine each PLT stub jumps to, by the stub's address: a call to
+    /// `__gnat_rcheck_CE_Index_Check@plt` is a call to that routine.
+    pub plt: BTreeMap<u64, String>,
 }
 
 /// ELF relocation types of x86-64 that fill GOT slots [System V x86-64 psABI, 4.4].
@@ -80,7 +83,9 @@ impl Binary {
         functions.sort_by_key(|f| f.address);
         // Aliases (several symbols, one body) are audited once.
         functions.dedup_by_key(|f| f.address);
-        Ok(Binary { functions, slots: slots(&file) })
+        let slots = slots(&file);
+        let plt = plt_stubs(&file, &slots);
+        Ok(Binary { functions, slots, plt })
     }
 
     /// Every function whose name is `name` or an instance of it (`name::<…>`, `name.cold`).
@@ -122,6 +127,26 @@ fn slots(file: &object::File) -> BTreeMap<u64, Slot> {
                 }
             }
             _ => {}
+        }
+    }
+    m
+}
+
+/// The routine behind each PLT stub: every stub of `.plt`, `.plt.sec` and `.plt.got` is a
+/// 16-byte entry whose indirect jump goes through a GOT slot [System V x86-64 psABI, 5.2].
+fn plt_stubs(file: &object::File, slots: &BTreeMap<u64, Slot>) -> BTreeMap<u64, String> {
+    let mut m = BTreeMap::new();
+    for section in file.sections() {
+        if !section.name().is_ok_and(|n| n.starts_with(".plt")) {
+            continue;
+        }
+        let Ok(bytes) = section.data() else { continue };
+        for insn in decode(bytes, section.address()) {
+            if insn.flow_control() == FlowControl::IndirectBranch && insn.is_ip_rel_memory_operand() {
+                if let Some(Slot::Symbol(name)) = slots.get(&insn.ip_rel_memory_address()) {
+                    m.insert(insn.ip() & !0xF, name.clone());
+                }
+            }
         }
     }
     m

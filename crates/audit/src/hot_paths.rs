@@ -20,6 +20,10 @@ pub enum CheckKind {
     Allocation,
     Formatting,
     IndirectCall,
+    /// A check of GNAT's (index, range, overflow, access, discriminant, length, validity…).
+    AdaCheck,
+    /// An Ada exception raised or propagated.
+    AdaException,
 }
 
 impl CheckKind {
@@ -33,6 +37,8 @@ impl CheckKind {
             CheckKind::Allocation => "allocation",
             CheckKind::Formatting => "formatting",
             CheckKind::IndirectCall => "indirect call (cannot be audited)",
+            CheckKind::AdaCheck => "Ada run-time check",
+            CheckKind::AdaException => "Ada exception",
         }
     }
 }
@@ -40,7 +46,9 @@ impl CheckKind {
 /// Classifies a callee by its demangled name; `None` for an ordinary function.
 pub fn classify(callee: &str) -> Option<CheckKind> {
     let has = |s: &str| callee.contains(s);
-    if has("panic_bounds_check") {
+    if let Some(kind) = classify_ada(callee) {
+        Some(kind)
+    } else if has("panic_bounds_check") {
         Some(CheckKind::BoundsCheck)
     } else if has("slice_index_fail")
         || has("slice_start_index_len_fail")
@@ -66,6 +74,29 @@ pub fn classify(callee: &str) -> Option<CheckKind> {
     {
         Some(CheckKind::Allocation)
     } else if has("core::fmt::") || has("alloc::fmt::") || has("std::io::stdio::_print") {
+        Some(CheckKind::Formatting)
+    } else {
+        None
+    }
+}
+
+/// GNAT's run-time routines: `__gnat_rcheck_<exception>_<check>` for a failed check (each
+/// check calls one, so a call means the check is in the code), and the routines that raise,
+/// propagate, allocate or print.
+fn classify_ada(callee: &str) -> Option<CheckKind> {
+    let name = callee.split('@').next().unwrap_or(callee);
+    if name.starts_with("__gnat_rcheck_") {
+        Some(CheckKind::AdaCheck)
+    } else if name.starts_with("__gnat_raise")
+        || name.starts_with("__gnat_reraise")
+        || name.starts_with("__gnat_last_chance_handler")
+        || name.starts_with("ada__exceptions__raise")
+        || name.starts_with("ada__exceptions__reraise")
+    {
+        Some(CheckKind::AdaException)
+    } else if name.starts_with("__gnat_malloc") || name.starts_with("system__secondary_stack__ss_allocate") {
+        Some(CheckKind::Allocation)
+    } else if name.starts_with("ada__text_io__") || name.starts_with("system__img_") {
         Some(CheckKind::Formatting)
     } else {
         None
@@ -99,8 +130,11 @@ fn resolve(binary: &Binary, target: Target) -> Result<(String, Option<&Function>
     match target {
         Target::Direct(a) => match binary.at(a) {
             Some(f) => Ok((f.name.clone(), Some(f))),
-            // A PLT stub or a symbol-less address: a libc routine such as memcpy, not a check.
-            None => Ok((format!("{a:#x}"), None)),
+            // A PLT stub: the shared-library routine it jumps to, by name.
+            None => match binary.plt.get(&a) {
+                Some(name) => Ok((name.clone(), None)),
+                None => Ok((format!("{a:#x}"), None)),
+            },
         },
         Target::Slot(a) => match binary.slots.get(&a) {
             Some(Slot::Symbol(name)) => Ok((name.clone(), None)),
@@ -198,5 +232,11 @@ mod tests {
         assert_eq!(classify("core::fmt::write"), Some(CheckKind::Formatting));
         assert_eq!(classify("safenic::fwd::Meter::tick"), None);
         assert_eq!(classify("memcpy"), None);
+        assert_eq!(classify("__gnat_rcheck_CE_Index_Check"), Some(CheckKind::AdaCheck));
+        assert_eq!(classify("__gnat_rcheck_CE_Invalid_Data@plt"), Some(CheckKind::AdaCheck));
+        assert_eq!(classify("__gnat_raise_exception"), Some(CheckKind::AdaException));
+        assert_eq!(classify("system__secondary_stack__ss_allocate"), Some(CheckKind::Allocation));
+        assert_eq!(classify("ada__text_io__put_line__2"), Some(CheckKind::Formatting));
+        assert_eq!(classify("fwd__tick"), None);
     }
 }

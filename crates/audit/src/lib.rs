@@ -6,15 +6,22 @@
 //!   ([`elf`]); a call to a panic, bounds-check, overflow, unwrap, allocation or formatting
 //!   routine is a finding, with its source line from the DWARF line tables ([`lines`]). Each
 //!   registered loop is also decoded by `objdump -d`, which must agree ([`cross_check`]).
+//! - **Other drivers' main loops** ([`driver_loops`]): the loops of every driver in a checked
+//!   language (the Ada driver, built with GNAT's checks on), audited the same way; a call to
+//!   `__gnat_rcheck_*` is a finding with its source line.
 //! - **Table 2 of the paper** ([`sizes`]): lines of code and instructions per main loop.
-//! - **Unsafe budget** ([`budget`], [`unsafe_code`]): every kind of unsafe code, per crate.
+//! - **Unsafe budget** ([`budget`], [`unsafe_code`]): every kind of unsafe code, per crate;
+//!   for Ada ([`ada_features`]), its unsafe features per file, allowed only in its platform
+//!   packages, and no check turned off anywhere.
 //! - **Dependencies** ([`dependencies`]): the driver crates depend only on an allowlist.
 //! - **Expanded code** ([`expanded`]): no macro emits unsafe code into the driver crates.
 #![forbid(unsafe_code)]
 
+pub mod ada_features;
 pub mod budget;
 pub mod cross_check;
 pub mod dependencies;
+pub mod driver_loops;
 pub mod elf;
 pub mod expanded;
 pub mod hot_paths;
@@ -43,8 +50,14 @@ pub struct Report {
     /// Unsafe code in the driver crates' macro-expanded code.
     pub expanded: Vec<expanded::ExpandedReport>,
     pub sizes: Vec<SizeRow>,
+    /// The main loops of the drivers in other checked languages.
+    pub driver_loops: Vec<driver_loops::DriverLoop>,
+    /// The unsafe features of the Ada drivers.
+    pub ada: Vec<ada_features::AdaBudget>,
     pub trusted_kernel_lines: usize,
     pub hot_path_checks: usize,
+    /// Checks found in [`Report::driver_loops`].
+    pub driver_loop_checks: usize,
     pub passed: bool,
 }
 
@@ -82,7 +95,16 @@ pub fn audit(o: &Options) -> Result<Report, String> {
     let expanded = expanded::check(&o.root)?;
     let kernel = budget::rust_files(&o.root.join("crates/invariants/src"));
     let hot_path_checks: usize = functions.iter().map(|r| r.checks.len()).sum();
+    let driver_loops = driver_loops::audit_driver_loops(&o.root, &o.table);
+    let driver_loop_checks: usize = driver_loops.iter().map(|l| l.checks()).sum();
+    let mut ada = Vec::new();
+    for d in &o.table {
+        ada.extend(ada_features::ada_budget(&o.root, &d.label, &d.sources)?);
+    }
     let passed = hot_path_checks == 0
+        && driver_loop_checks == 0
+        && driver_loops.iter().all(|l| l.error.is_none())
+        && ada.iter().all(ada_features::AdaBudget::passed)
         && cross_check_failures.is_empty()
         && crates.iter().all(CrateBudget::passed)
         && dependencies.not_allowed.is_empty()
@@ -96,8 +118,11 @@ pub fn audit(o: &Options) -> Result<Report, String> {
         dependencies,
         expanded,
         sizes: sizes::size_table(&o.root, &o.table),
+        driver_loops,
+        ada,
         trusted_kernel_lines: sizes::lines_of_code(&kernel),
         hot_path_checks,
+        driver_loop_checks,
         passed,
     })
 }

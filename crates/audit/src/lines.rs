@@ -30,17 +30,22 @@ pub fn source_lines(binary: &Path, addresses: &[u64]) -> Result<BTreeMap<u64, St
     Ok(map)
 }
 
-/// Whether a `file:line` is in this repository's crates (not the standard library's or a
-/// dependency's).
+/// Whether a `file:line` is in this repository's crates or drivers (not the standard
+/// library's, a dependency's or a language run-time's).
 pub fn is_ours(line: &str) -> bool {
-    (line.contains("/crates/") || line.starts_with("crates/"))
+    (line.contains("/crates/")
+        || line.starts_with("crates/")
+        || line.contains("/drivers/")
+        || line.starts_with("drivers/"))
         && !line.contains("/.cargo/")
         && !line.contains("/rustc/")
 }
 
-/// `…/crates/x/src/y.rs:12` → `crates/x/src/y.rs:12`.
+/// `…/crates/x/src/y.rs:12` → `crates/x/src/y.rs:12`; `…/drivers/ada/src/y.adb:3` →
+/// `drivers/ada/src/y.adb:3`.
 pub fn relative(line: &str) -> String {
-    match line.find("crates/") {
+    let at = ["crates/", "drivers/"].iter().filter_map(|d| line.find(d)).min();
+    match at {
         Some(i) if is_ours(line) => line[i..].to_string(),
         _ => line.to_string(),
     }
@@ -56,5 +61,6 @@ mod tests {
         assert!(!is_ours("/root/.cargo/registry/src/x/crates/y.rs:1"));
         assert!(!is_ours("/rustc/abc/library/core/src/slice/index.rs:9"));
         assert_eq!(relative("/rustc/abc/library/core/src/x.rs:1"), "/rustc/abc/library/core/src/x.rs:1");
+        assert_eq!(relative("/home/x/safenic/drivers/ada/src/fwd.adb:90"), "drivers/ada/src/fwd.adb:90");
     }
 }

@@ -25,6 +25,35 @@ pub fn print_text(r: &Report) -> Result<(), String> {
     for e in &r.cross_check_failures {
         cli::outln!("  CROSS-CHECK FAILED: {e}")?;
     }
+    if !r.driver_loops.is_empty() {
+        cli::outln!("")?;
+        cli::outln!(
+            "Main loops of the drivers in other checked languages (drivers/drivers.toml), and what they call:"
+        )?;
+    }
+    for l in &r.driver_loops {
+        if let Some(e) = &l.error {
+            cli::outln!("  {} {}: CANNOT AUDIT: {e}", l.driver, l.mode)?;
+            continue;
+        }
+        for f in &l.functions {
+            let verdict =
+                if f.checks.is_empty() { "no checks".to_string() } else { format!("{} CHECKS", f.checks.len()) };
+            cli::outln!(
+                "  {:<14} {:<10} {:<30} {:>5} instructions  {verdict}",
+                l.driver,
+                l.mode,
+                f.name,
+                f.instructions
+            )?;
+            for c in &f.checks {
+                cli::outln!("      {} at {}: call to {} ({})", c.kind.describe(), c.source, c.callee, c.address)?;
+            }
+        }
+    }
+    if !r.driver_loops.is_empty() {
+        cli::outln!("Checks in those main loops: {}", r.driver_loop_checks)?;
+    }
     cli::outln!("")?;
     cli::outln!("Size (paper Table 2): lines of code, and x86 instructions in each main loop")?;
     cli::outln!("  {:<40} {:>6}  {:<22} {:<22} {:<22}", "driver", "lines", MODES[0], MODES[1], MODES[2])?;
@@ -67,6 +96,20 @@ pub fn print_text(r: &Report) -> Result<(), String> {
         }
         if !c.allowed && !c.forbids_unsafe_code {
             cli::outln!("      a crate root lacks #![forbid(unsafe_code)]")?;
+        }
+    }
+    for a in &r.ada {
+        let mark = if a.passed() { "" } else { "  FAILED" };
+        cli::outln!("Unsafe features of {} (allowed only in its Platform packages): {}{mark}", a.driver, a.total())?;
+        for f in a.files.iter().filter(|f| !f.sites.is_empty()) {
+            let sites: Vec<String> = f.sites.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            cli::outln!("  {:<40} {}", f.file, sites.join(", "))?;
+        }
+        for u in &a.not_allowed {
+            cli::outln!("      not allowed outside the Platform packages: {u}")?;
+        }
+        for u in &a.checks_off {
+            cli::outln!("      checks turned off (pragma Suppress or -gnatp): {u}")?;
         }
     }
     cli::outln!("Trusted kernel (crates/invariants): {} lines of code", r.trusted_kernel_lines)?;

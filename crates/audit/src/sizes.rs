@@ -21,6 +21,8 @@ pub struct TableDriver {
     pub binary: String,
     /// The main loop's symbol; `{mode}` is the model.
     pub main_loop: String,
+    /// If the main loops are audited for run-time checks: the callees not followed.
+    pub hot_loop_cold_calls: Option<Vec<String>>,
 }
 
 /// The drivers of the table: every manifest entry with a `binary` and a `main_loop`.
@@ -33,6 +35,7 @@ pub fn table_of(m: &manifest::Manifest) -> Vec<TableDriver> {
                 sources: d.sources.clone(),
                 binary: d.binary.as_deref().map(manifest::isa::resolve)?,
                 main_loop: d.main_loop.clone()?,
+                hot_loop_cold_calls: d.hot_loop_cold_calls.clone(),
             })
         })
         .collect()
@@ -92,16 +95,27 @@ pub fn files_of(root: &Path, sources: &[String]) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Lines of code: non-blank lines that are not only a comment, up to a file's test module.
+/// Lines of code: non-blank lines that are not only a comment (`//` and `/* */` of Rust and C,
+/// `--` of Ada), up to a file's test module.
 pub fn lines_of_code(files: &[PathBuf]) -> usize {
     files
         .iter()
-        .filter_map(|f| std::fs::read_to_string(f).ok())
-        .map(|text| {
+        .filter_map(|f| {
+            let ada = f.extension().is_some_and(|x| x == "ads" || x == "adb" || x == "gpr");
+            std::fs::read_to_string(f).ok().map(|text| (ada, text))
+        })
+        .map(|(ada, text)| {
             text.lines()
                 .take_while(|l| l.trim() != "#[cfg(test)]")
                 .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with("//") && !l.starts_with("/*") && !l.starts_with('*'))
+                .filter(|l| {
+                    let comment = if ada {
+                        l.starts_with("--")
+                    } else {
+                        l.starts_with("//") || l.starts_with("/*") || l.starts_with('*')
+                    };
+                    !l.is_empty() && !comment
+                })
                 .count()
         })
         .sum()

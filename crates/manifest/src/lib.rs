@@ -40,6 +40,11 @@ pub struct DriverEntry {
     pub binary: Option<String>,
     /// The symbol of a model's main loop, for Table 2; `{mode}` is replaced.
     pub main_loop: Option<String>,
+    /// With it, the audit proves the main loops of `binary` free of run-time checks, as it
+    /// does the Rust driver's hot paths; these are the callees it does not follow, because
+    /// they run outside the per-packet code (the meter's tick).
+    #[serde(default)]
+    pub hot_loop_cold_calls: Option<Vec<String>>,
     /// Run through the conformance suite.
     pub conformance: bool,
     /// Measured by `safenic bench`.
@@ -71,6 +76,12 @@ impl Manifest {
             }
             if d.binary.is_some() != d.main_loop.is_some() {
                 return Err(format!("driver `{}`: Table 2 needs both `binary` and `main_loop`", d.name));
+            }
+            if d.hot_loop_cold_calls.is_some() && d.main_loop.is_none() {
+                return Err(format!(
+                    "driver `{}`: `hot_loop_cold_calls` needs the `binary` and `main_loop` it audits",
+                    d.name
+                ));
             }
         }
         Ok(m)
