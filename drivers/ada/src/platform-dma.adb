@@ -17,25 +17,10 @@ package body Platform.Dma is
       while not End_Of_File (Mounts) loop
          declare
             Line : constant String := Get_Line (Mounts);
-            Fields : array (1 .. 4) of Natural := (others => 0);
-            Ends : array (1 .. 4) of Natural := (others => 0);
-            Count : Natural := 0;
-            I : Natural := Line'First;
          begin
-            while I <= Line'Last and then Count < 4 loop
-               if Line (I) /= ' ' then
-                  Count := Count + 1;
-                  Fields (Count) := I;
-                  while I <= Line'Last and then Line (I) /= ' ' loop
-                     I := I + 1;
-                  end loop;
-                  Ends (Count) := I - 1;
-               end if;
-               I := I + 1;
-            end loop;
-            if Count = 4 and then Line (Fields (3) .. Ends (3)) = "hugetlbfs" then
+            if Field (Line, 3) = "hugetlbfs" then
                declare
-                  Options : constant String := Line (Fields (4) .. Ends (4));
+                  Options : constant String := Field (Line, 4);
                   Size_At : Natural := 0;
                begin
                   for J in Options'First .. Options'Last - 8 loop
@@ -47,7 +32,7 @@ package body Platform.Dma is
                     or else (Size_At + 1 <= Options'Last and then Options (Size_At .. Size_At + 1) = "2M")
                   then
                      Close (Mounts);
-                     return Line (Fields (2) .. Ends (2));
+                     return Field (Line, 2);
                   end if;
                end;
             end if;

@@ -77,7 +77,9 @@ package body Platform.Pci is
       return Hex (Domain, 4) & ":" & Hex (Bus, 2) & ":" & Hex (Dev, 2) & "." & Hex (Fn, 1);
    end Normalize;
 
-   function First_Line (Path : String) return String is
+   --  The first line of the file at Path ("" if it is empty); Name_Error or Use_Error if it
+   --  cannot be read.
+   function Line_Of (Path : String) return String is
       F : File_Type;
    begin
       Open (F, In_File, Path);
@@ -87,21 +89,19 @@ package body Platform.Pci is
          Close (F);
          return Line;
       end;
+   end Line_Of;
+
+   function First_Line (Path : String) return String is
+   begin
+      return Line_Of (Path);
    exception
       when Name_Error | Use_Error =>
          Die ("reading " & Path & ": " & Last_Error);
    end First_Line;
 
    function First_Line_Or_Empty (Path : String) return String is
-      F : File_Type;
    begin
-      Open (F, In_File, Path);
-      declare
-         Line : constant String := (if End_Of_File (F) then "" else Get_Line (F));
-      begin
-         Close (F);
-         return Line;
-      end;
+      return Line_Of (Path);
    exception
       when Name_Error | Use_Error | End_Error => return "";
    end First_Line_Or_Empty;
@@ -162,27 +162,9 @@ package body Platform.Pci is
          while Owner = 0 and then not End_Of_File (Locks) loop
             declare
                Line : constant String := Get_Line (Locks);
-               Words : array (1 .. 6) of Natural := (others => 0);
-               Ends : array (1 .. 6) of Natural := (others => 0);
-               Count : Natural := 0;
-               I : Natural := Line'First;
             begin
-               while I <= Line'Last and then Count < 6 loop
-                  if Line (I) /= ' ' then
-                     Count := Count + 1;
-                     Words (Count) := I;
-                     while I <= Line'Last and then Line (I) /= ' ' loop
-                        I := I + 1;
-                     end loop;
-                     Ends (Count) := I - 1;
-                  end if;
-                  I := I + 1;
-               end loop;
-               if Count = 6
-                 and then Line (Words (2) .. Ends (2)) = "FLOCK"
-                 and then Line (Words (6) .. Ends (6)) = Want
-               then
-                  Owner := Natural'Value (Line (Words (5) .. Ends (5)));
+               if Field (Line, 2) = "FLOCK" and then Field (Line, 6) = Want then
+                  Owner := Natural'Value (Field (Line, 5));
                end if;
             exception
                when Constraint_Error => null;

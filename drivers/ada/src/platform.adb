@@ -116,6 +116,27 @@ package body Platform is
       return S (S'First + 1 .. S'Last);
    end Image;
 
+   function Field (Line : String; N : Positive) return String is
+      Count : Natural := 0;
+      I : Natural := Line'First;
+      Start : Natural;
+   begin
+      while I <= Line'Last loop
+         if Line (I) /= ' ' then
+            Start := I;
+            while I <= Line'Last and then Line (I) /= ' ' loop
+               I := I + 1;
+            end loop;
+            Count := Count + 1;
+            if Count = N then
+               return Line (Start .. I - 1);
+            end if;
+         end if;
+         I := I + 1;
+      end loop;
+      return "";
+   end Field;
+
    function Fixed (Value : Long_Float; Decimals : Natural) return String is
       Scale : constant Long_Float := 10.0 ** Decimals;
       Scaled : constant Unsigned_64 :=

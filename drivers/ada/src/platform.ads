@@ -41,6 +41,9 @@ package Platform is
    function Hex (Value : Unsigned_64; Width : Positive) return String;
    --  Decimal image without the leading blank.
    function Image (Value : Unsigned_64) return String;
+   --  Word N of Line, words separated by blanks (as in /proc/mounts and /proc/locks); "" if the
+   --  line has fewer.
+   function Field (Line : String; N : Positive) return String;
    --  Fixed-point image with Decimals digits after the point.
    function Fixed (Value : Long_Float; Decimals : Natural) return String;
 
