@@ -94,8 +94,9 @@ impl Manifest {
 
 impl DriverEntry {
     /// Its command's words, `{safenic}` replaced by `safenic`, `{isa}` by this program's
-    /// level ([`isa::compiled`]) and a relative program path made absolute against the
-    /// repository `root`; `{mode}` is left for the caller.
+    /// level ([`isa::compiled`]) and every relative path (a word with a `/`: the program, or
+    /// the program a runtime runs) made absolute against the repository `root`; `{mode}` is
+    /// left for the caller.
     pub fn command_words(&self, root: &Path, safenic: &Path) -> Vec<String> {
         command_words(&self.command, root, safenic)
     }
@@ -122,9 +123,9 @@ pub fn command_words(command: &str, root: &Path, safenic: &Path) -> Vec<String> 
         .split_whitespace()
         .map(|w| isa::resolve(w).replace("{safenic}", &safenic.display().to_string()))
         .collect();
-    if let Some(program) = words.first_mut() {
-        if program.contains('/') && !program.starts_with('/') {
-            *program = root.join(&*program).display().to_string();
+    for word in &mut words {
+        if word.contains('/') && !word.starts_with(['/', '-']) {
+            *word = root.join(&*word).display().to_string();
         }
     }
     words
@@ -160,7 +161,7 @@ mod tests {
     fn the_repository_manifest_lists_every_driver() {
         let m = Manifest::load(&repository()).unwrap();
         let names: Vec<&str> = m.drivers.iter().map(|d| d.name.as_str()).collect();
-        assert_eq!(names, ["rust", "c-clang", "c-gcc", "c-asan", "ada"]);
+        assert_eq!(names, ["rust", "c-clang", "c-gcc", "c-asan", "ada", "csharp"]);
         assert!(m.drivers.iter().all(|d| d.conformance));
         assert!(!m.get("c-asan").unwrap().bench, "a sanitizer build is tested, not measured");
     }
@@ -188,6 +189,9 @@ mod tests {
         let gcc = m.get("c-gcc").unwrap();
         assert_eq!(gcc.build_command().unwrap(), format!("make -j3 -C drivers/c gcc ISA={level}"));
         assert_eq!(gcc.binary_of("const").unwrap(), format!("drivers/c/build/{level}/gcc/safenic-c-const"));
+        // A runtime and the program it runs: both paths resolve; options and plain words stay.
+        let words = command_words("drivers/x/run drivers/x/app.dll fwd --sysfs=a/b", root, Path::new("/x"));
+        assert_eq!(words, ["/repo/drivers/x/run", "/repo/drivers/x/app.dll", "fwd", "--sysfs=a/b"]);
     }
 
     #[test]
