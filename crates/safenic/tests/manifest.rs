@@ -40,7 +40,7 @@ fn a_new_manifest_entry_joins_the_bench() {
     let root = repository();
     let drivers = bench::drivers_of(&with_dummy(), &root, Path::new("/build/safenic"));
     let names: Vec<&str> = drivers.iter().map(|d| d.name.as_str()).collect();
-    assert_eq!(names, ["rust", "c-clang", "c-gcc", "ada", "dummy"]);
+    assert_eq!(names, ["rust", "c-clang", "c-gcc", "ada", "csharp", "dummy"]);
     let dummy = drivers.last().unwrap();
     assert_eq!(dummy.command[0], root.join("drivers/dummy/safenic-dummy-{mode}").display().to_string());
 }
