@@ -56,6 +56,53 @@ impl Events {
         })
     }
 
+    /// The events of the instructions whose addresses lie in `ranges` (`[start, end)`), calls
+    /// made from them included with their callees: what `--toggle-collect` on those functions
+    /// would count, for code that has no symbol (a JIT's). Needs a profile written with
+    /// `--dump-instr=yes`; `None` if it has no instruction positions.
+    pub fn in_ranges(text: &str, ranges: &[(u64, u64)]) -> Option<Events> {
+        let positions: Vec<&str> =
+            text.lines().find_map(|l| l.strip_prefix("positions:"))?.split_whitespace().collect();
+        if positions.first() != Some(&"instr") {
+            return None;
+        }
+        let names: Vec<&str> = text.lines().find_map(|l| l.strip_prefix("events:"))?.split_whitespace().collect();
+        let mut sums = vec![0u64; names.len()];
+        let mut address = 0u64;
+        for line in text.lines() {
+            let first = line.as_bytes().first().copied().unwrap_or(b' ');
+            if !(first.is_ascii_digit() || first == b'+' || first == b'-' || first == b'*') {
+                continue;
+            }
+            let mut words = line.split_whitespace();
+            address = match words.next()? {
+                "*" => address,
+                w if w.starts_with('+') => address.wrapping_add(w[1..].parse().ok()?),
+                w if w.starts_with('-') => address.wrapping_sub(w[1..].parse().ok()?),
+                w => u64::from_str_radix(w.trim_start_matches("0x"), 16).ok()?,
+            };
+            // The other positions (the source line), then the costs.
+            let costs = words.skip(positions.len() - 1);
+            if ranges.iter().any(|&(start, end)| (start..end).contains(&address)) {
+                for (sum, cost) in sums.iter_mut().zip(costs) {
+                    *sum += cost.parse::<u64>().ok()?;
+                }
+            }
+        }
+        let get = |name: &str| names.iter().position(|n| *n == name).map_or(0, |i| sums[i]);
+        Some(Events {
+            ir: get("Ir"),
+            i1mr: get("I1mr"),
+            d1mr: get("D1mr"),
+            d1mw: get("D1mw"),
+            ilmr: get("ILmr"),
+            dlmr: get("DLmr"),
+            dlmw: get("DLmw"),
+            bcm: get("Bcm"),
+            bim: get("Bim"),
+        })
+    }
+
     /// Estimated cycles ([`ESTIMATE_FORMULA`]).
     pub fn estimated_cycles(&self) -> u64 {
         self.ir
@@ -65,9 +112,44 @@ impl Events {
     }
 }
 
+/// The address ranges (`[start, end)`) of the functions of a perf map (`/tmp/perf-<pid>.map`:
+/// lines of `START SIZE NAME`, in hex) whose name contains `needle`.
+pub fn perf_map_ranges(map: &str, needle: &str) -> Vec<(u64, u64)> {
+    map.lines()
+        .filter_map(|l| {
+            let mut words = l.splitn(3, ' ');
+            let start = u64::from_str_radix(words.next()?, 16).ok()?;
+            let size = u64::from_str_radix(words.next()?, 16).ok()?;
+            words.next()?.contains(needle).then_some((start, start + size))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn events_in_ranges_follow_compressed_positions_and_count_calls_inclusively() {
+        // Two instructions in the range, a call from it (its inclusive cost on the `*` line),
+        // and one instruction outside; positions absolute, relative and repeated.
+        let text = "positions: instr line\nevents: Ir Dr\nfn=(1) 0x1000\n0x1000 0 5 1\n+4 0 5\n\
+                    cfn=(2) 0x2000\ncalls=5 0x2000 0\n* 0 100 7\nfn=(2)\n0x2000 0 90\n-8 0 3\n";
+        let e = Events::in_ranges(text, &[(0x1000, 0x1008)]).unwrap();
+        assert_eq!((e.ir, e.i1mr), (5 + 5 + 100, 0));
+        let outside = Events::in_ranges(text, &[(0x2000, 0x2001)]).unwrap();
+        assert_eq!(outside.ir, 90);
+        assert_eq!(Events::in_ranges(text, &[(0x1ff8, 0x1ff9)]).unwrap().ir, 3);
+        assert!(Events::in_ranges("positions: line\nevents: Ir\n", &[]).is_none());
+    }
+
+    #[test]
+    fn perf_map_ranges_find_a_method_by_name() {
+        let map = "5C2A1700 93 void [safenic-csharp] Safenic.Driver.Fwd::forward_restricted(class Agent)[Optimized]\n\
+                   5C2A1870 B6 instance uint32 [safenic-csharp] Safenic.Driver.Agent::Run(!!1&)[Optimized]\n";
+        assert_eq!(perf_map_ranges(map, "::forward_restricted("), [(0x5C2A1700, 0x5C2A1793)]);
+        assert!(perf_map_ranges(map, "::forward_const(").is_empty());
+    }
 
     #[test]
     fn events_are_read_by_name_from_the_last_totals_line() {

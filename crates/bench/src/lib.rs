@@ -51,6 +51,9 @@ pub struct Driver {
     /// model's name. Every driver names its loops `forward_restricted`, `forward_const` and
     /// `forward_flexible`.
     pub hot_function: String,
+    /// JIT-compiled: its loops are found through the runtime's perf map, not by symbol
+    /// (the manifest's `perf_map`).
+    pub perf_map: bool,
 }
 
 impl Driver {
@@ -63,7 +66,7 @@ impl Driver {
         if name.is_empty() || command.is_empty() {
             return Err(format!("--driver {spec}: expected NAME=COMMAND"));
         }
-        Ok(Driver { name: name.to_string(), command, hot_function: "*forward_{mode}*".into() })
+        Ok(Driver { name: name.to_string(), command, hot_function: "*forward_{mode}*".into(), perf_map: false })
     }
 }
 
@@ -308,7 +311,7 @@ fn count_instructions(
     mode: &str,
     seconds: f64,
 ) -> Result<Instructions, String> {
-    let prefix = vec![
+    let mut prefix = vec![
         "valgrind".to_string(),
         "--tool=callgrind".to_string(),
         // Cache and branch simulation, for the cycle estimate. They also slow the driver down
@@ -319,8 +322,14 @@ fn count_instructions(
         // Per instruction, so that `callgrind_annotate` and KCachegrind can show the machine code.
         "--dump-instr=yes".to_string(),
         format!("--callgrind-out-file={}", out_file.display()),
-        format!("--toggle-collect={}", driver.hot_function.replace("{mode}", mode)),
     ];
+    if driver.perf_map {
+        // The loop is counted from the whole profile afterwards (`Events::in_ranges`); `env`
+        // execs valgrind, so the driver keeps the PID its perf map is named after.
+        prefix.splice(0..0, ["env".to_string(), "COMPlus_PerfMapEnabled=1".to_string()]);
+    } else {
+        prefix.push(format!("--toggle-collect={}", driver.hot_function.replace("{mode}", mode)));
+    }
     // Traffic first, so the loop finds full rings from its first iteration: idle polls would
     // count instructions without packets.
     let before = session.stats()?;
@@ -332,6 +341,7 @@ fn count_instructions(
             e
         }
     })?;
+    let perf_maps = PerfMaps::of(child.id());
     session.wait_ready(&mut child, Duration::from_secs(120))?;
     // Saturation is judged in slices of a tenth of the run, away from the start-up, when
     // frames flood the rings before the loop runs: in every slice both rings must have
@@ -358,7 +368,11 @@ fn count_instructions(
     let s = session.stats()?;
     let packets = growth(&before, &s, |p| p.sink_packets);
     let text = std::fs::read_to_string(out_file).map_err(|e| format!("reading {}: {e}", out_file.display()))?;
-    let events = Events::parse(&text).ok_or_else(|| format!("no event totals in {}", out_file.display()))?;
+    let events = if driver.perf_map {
+        perf_maps.loop_events(&text, mode)?
+    } else {
+        Events::parse(&text).ok_or_else(|| format!("no event totals in {}", out_file.display()))?
+    };
     if events.ir == 0 {
         return Err(format!(
             "callgrind counted no instructions in {}: is the forwarding loop named forward_{mode}?",
@@ -366,6 +380,39 @@ fn count_instructions(
         ));
     }
     Ok(Instructions { events, packets, saturated })
+}
+
+/// The perf map a .NET runtime writes for process `pid` (and its companion), removed when
+/// this goes out of scope, however the measurement ends.
+struct PerfMaps {
+    map: std::path::PathBuf,
+    info: std::path::PathBuf,
+}
+
+impl PerfMaps {
+    fn of(pid: u32) -> PerfMaps {
+        let tmp = std::env::temp_dir();
+        PerfMaps { map: tmp.join(format!("perf-{pid}.map")), info: tmp.join(format!("perfinfo-{pid}.map")) }
+    }
+
+    /// The events of `forward_<mode>` and its callees in callgrind's whole-run profile `text`.
+    fn loop_events(&self, text: &str, mode: &str) -> Result<Events, String> {
+        let map = std::fs::read_to_string(&self.map).map_err(|e| {
+            format!("reading the driver's perf map {}: {e} (is it a .NET program?)", self.map.display())
+        })?;
+        let ranges = callgrind::perf_map_ranges(&map, &format!("::forward_{mode}("));
+        if ranges.is_empty() {
+            return Err(format!("no method forward_{mode} in the perf map {}", self.map.display()));
+        }
+        Events::in_ranges(text, &ranges).ok_or_else(|| "callgrind's profile has no instruction positions".into())
+    }
+}
+
+impl Drop for PerfMaps {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.map);
+        let _ = std::fs::remove_file(&self.info);
+    }
 }
 
 /// The drivers `safenic bench` measures: every entry of the driver manifest with
@@ -379,6 +426,7 @@ pub fn drivers_of(m: &manifest::Manifest, root: &Path, safenic: &Path) -> Vec<Dr
             name: d.name.clone(),
             command: d.command_words(root, safenic),
             hot_function: "*forward_{mode}*".into(),
+            perf_map: d.perf_map,
         })
         .collect()
 }

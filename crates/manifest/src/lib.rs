@@ -45,6 +45,11 @@ pub struct DriverEntry {
     /// they run outside the per-packet code (the meter's tick).
     #[serde(default)]
     pub hot_loop_cold_calls: Option<Vec<String>>,
+    /// A JIT-compiled driver, whose loops have no symbol for callgrind's `--toggle-collect`:
+    /// the bench runs it with `COMPlus_PerfMapEnabled=1` (.NET's switch) and finds its loops in
+    /// the runtime's perf map (`/tmp/perf-<pid>.map`).
+    #[serde(default)]
+    pub perf_map: bool,
     /// Run through the conformance suite.
     pub conformance: bool,
     /// Measured by `safenic bench`.

@@ -38,7 +38,12 @@ pub fn run(o: &Options) -> Result<(), String> {
         .drivers
         .iter()
         .filter(|d| if o.only.is_empty() { d.conformance } else { o.only.contains(&d.name) })
-        .map(|d| Driver { name: d.name.clone(), command: d.command_words(&root, &exe), hot_function: String::new() })
+        .map(|d| Driver {
+            name: d.name.clone(),
+            command: d.command_words(&root, &exe),
+            hot_function: String::new(),
+            perf_map: d.perf_map,
+        })
         .collect();
     if let Some(unknown) = o.only.iter().find(|n| !drivers.iter().any(|d| &d.name == *n)) {
         return Err(format!("--only {unknown}: no such driver in {}", manifest::MANIFEST));

@@ -31,6 +31,7 @@ fn chaos(mode: &str) {
         name: "rust-debug".into(),
         command: vec![SAFENIC.into(), "fwd".into()],
         hot_function: String::new(),
+        perf_map: false,
     };
     let dose = dose();
     let outcomes = campaign(&driver, mode, &Kind::ALL, dose).unwrap();
