@@ -97,10 +97,15 @@ impl Sim {
     }
     /// `driver mode args… --sysfs <devices> --cpu 1`.
     pub fn fwd(&self, driver: Driver, mode: &str, args: &[&str]) -> Reaped {
+        self.fwd_with_env(driver, mode, args, &[])
+    }
+    /// [`Self::fwd`] with these environment variables set.
+    pub fn fwd_with_env(&self, driver: Driver, mode: &str, args: &[&str], env: &[(&str, &str)]) -> Reaped {
         let words = driver.words(mode);
         Reaped::spawn(
             Command::new(&words[0])
                 .args(&words[1..])
+                .envs(env.iter().copied())
                 .arg(mode)
                 .args(args)
                 .args(["--sysfs", &self.devices(), "--cpu", "1"])

@@ -22,6 +22,7 @@ namespace Safenic.Driver
         private double last, lastPresence;
         private ulong lastTotal;
         public Device Gone; // the device that went away, if one did
+        private bool warm;
 
         public Meter(double start, double seconds, Device a, Device b)
         {
@@ -50,6 +51,12 @@ namespace Safenic.Driver
                         Gone = d;
                         return false;
                     }
+                }
+                if (!warm)
+                {
+                    // Every method of the loops and the meter has run (and been compiled) once.
+                    warm = true;
+                    Allocations.Warm();
                 }
             }
             if (progress && now - last >= 1.0)

@@ -156,7 +156,7 @@ namespace Safenic.Driver
             {
                 var ab = new Direction(a, b, new QueueMemory(Direction.PoolSize));
                 var ba = new Direction(b, a, new QueueMemory(Direction.PoolSize));
-                Allocations.Begin();
+                Allocations.Begin(counts);
                 Fwd.forward_flexible(ab, ba, o.Rewrite, o.FlowControl, m, counts);
                 Allocations.End(counts);
                 malformed = ab.Rx.Malformed + ba.Rx.Malformed;
@@ -173,7 +173,7 @@ namespace Safenic.Driver
                 }
                 var ab = new Agent(a, toB);
                 var ba = new Agent(b, toA);
-                Allocations.Begin();
+                Allocations.Begin(counts);
                 if (o.Model == "const")
                 {
                     Fwd.forward_const(ab, ba, o.Rewrite, m, counts);
