@@ -43,17 +43,7 @@ impl Events {
         }
         // Trailing zero events may be left off a totals line.
         let get = |name: &str| names.iter().position(|n| *n == name).and_then(|i| values.get(i)).copied().unwrap_or(0);
-        names.contains(&"Ir").then(|| Events {
-            ir: get("Ir"),
-            i1mr: get("I1mr"),
-            d1mr: get("D1mr"),
-            d1mw: get("D1mw"),
-            ilmr: get("ILmr"),
-            dlmr: get("DLmr"),
-            dlmw: get("DLmw"),
-            bcm: get("Bcm"),
-            bim: get("Bim"),
-        })
+        names.contains(&"Ir").then(|| Events::by_name(get))
     }
 
     /// The events of the instructions whose addresses lie in `ranges` (`[start, end)`), calls
@@ -90,7 +80,12 @@ impl Events {
             }
         }
         let get = |name: &str| names.iter().position(|n| *n == name).map_or(0, |i| sums[i]);
-        Some(Events {
+        Some(Events::by_name(get))
+    }
+
+    /// The events `get` reads by their callgrind names.
+    fn by_name(get: impl Fn(&str) -> u64) -> Events {
+        Events {
             ir: get("Ir"),
             i1mr: get("I1mr"),
             d1mr: get("D1mr"),
@@ -100,7 +95,7 @@ impl Events {
             dlmw: get("DLmw"),
             bcm: get("Bcm"),
             bim: get("Bim"),
-        })
+        }
     }
 
     /// Estimated cycles ([`ESTIMATE_FORMULA`]).

@@ -47,16 +47,8 @@ namespace Safenic.Kernel
                     + "/dev/hugepages` (scripts/setup does this)");
             }
             string path = dir + "/dma-cs-" + Libc.getpid() + "-" + counter++;
-            int fd = Libc.open(path, Libc.O_RDWR | Libc.O_CREAT | Libc.O_EXCL | Libc.O_CLOEXEC, Convert.ToInt32("600", 8));
-            if (fd < 0)
-            {
-                int e = Libc.Errno;
-                if (e == Libc.EACCES || e == Libc.EPERM)
-                {
-                    throw Fail.NotRoot("creating a hugepage file");
-                }
-                throw Fail.Die("creating " + path + ": " + Libc.Describe(e));
-            }
+            int fd = Libc.OpenOrDie(path, Libc.O_RDWR | Libc.O_CREAT | Libc.O_EXCL | Libc.O_CLOEXEC, Convert.ToInt32("600", 8),
+                "creating a hugepage file", "creating");
             if (Libc.ftruncate(fd, length) != 0)
             {
                 int e = Libc.Errno;

@@ -31,6 +31,23 @@ namespace Safenic.Kernel
 
         public static int Errno => Marshal.GetLastWin32Error();
 
+        // open(2), or the program ends: "needs root" (naming `rootFor`) when permission is
+        // refused, else "<verb> <path>: <reason>".
+        public static int OpenOrDie(string path, int flags, int mode, string rootFor, string verb)
+        {
+            int fd = open(path, flags, mode);
+            if (fd < 0)
+            {
+                int e = Errno;
+                if (e == EACCES || e == EPERM)
+                {
+                    throw Fail.NotRoot(rootFor);
+                }
+                throw Fail.Die(verb + " " + path + ": " + Describe(e));
+            }
+            return fd;
+        }
+
         public static string Describe(int errnum) => Marshal.PtrToStringAnsi(strerror(errnum));
 
         public static readonly IntPtr MapFailed = new IntPtr(-1);

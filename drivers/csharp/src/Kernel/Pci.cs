@@ -33,16 +33,7 @@ namespace Safenic.Kernel
                     + "` (for nicsim's devices pass --sysfs <nicsim root>/devices or use `nicsim exec`)");
             }
             string config = dir + "/config";
-            int fd = Libc.open(config, Libc.O_RDWR | Libc.O_CLOEXEC, 0);
-            if (fd < 0)
-            {
-                int e = Libc.Errno;
-                if (e == Libc.EACCES || e == Libc.EPERM)
-                {
-                    throw Fail.NotRoot("writing PCI configuration space");
-                }
-                throw Fail.Die("opening " + config + ": " + Libc.Describe(e));
-            }
+            int fd = Libc.OpenOrDie(config, Libc.O_RDWR | Libc.O_CLOEXEC, 0, "writing PCI configuration space", "opening");
             var f = new PciFunction(normal, dir, fd);
             uint v = f.ReadHexFile("vendor"), d = f.ReadHexFile("device");
             if (v != vendor || d != device)
@@ -197,16 +188,7 @@ namespace Safenic.Kernel
         public Bar MapBar0(uint length)
         {
             string path = dir + "/resource0";
-            int fd = Libc.open(path, Libc.O_RDWR | Libc.O_CLOEXEC, 0);
-            if (fd < 0)
-            {
-                int e = Libc.Errno;
-                if (e == Libc.EACCES || e == Libc.EPERM)
-                {
-                    throw Fail.NotRoot("mapping a PCI BAR");
-                }
-                throw Fail.Die("opening " + path + ": " + Libc.Describe(e));
-            }
+            int fd = Libc.OpenOrDie(path, Libc.O_RDWR | Libc.O_CLOEXEC, 0, "mapping a PCI BAR", "opening");
             long size = new FileInfo(path).Length;
             if (size != length)
             {
