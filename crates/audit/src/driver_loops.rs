@@ -1,11 +1,14 @@
 //! The main loops of the drivers in a checked language other than Rust (manifest entries with
 //! `hot_loop_cold_calls`, the Ada driver): each model's loop in its binary, and everything it
 //! calls, through the same audit as the Rust hot paths. A call to a check routine of the
-//! language's run-time (GNAT's `__gnat_rcheck_*`) is a finding, with its source line.
+//! language's run-time (GNAT's `__gnat_rcheck_*`) is a finding, with its source line. A JIT
+//! driver's loops (the C# one) are audited while it runs ([`crate::jit_run`]) and reported here
+//! the same way.
 
 use crate::elf::Binary;
 use crate::hot_paths::{audit_hot_paths, FunctionReport};
-use crate::sizes::{TableDriver, MODES};
+use crate::jit_run::JitModel;
+use crate::sizes::{LoopCode, TableDriver, MODES};
 use serde::Serialize;
 use std::path::Path;
 
@@ -30,9 +33,9 @@ impl DriverLoop {
 pub fn audit_driver_loops(root: &Path, table: &[TableDriver]) -> Vec<DriverLoop> {
     let mut out = Vec::new();
     for d in table {
-        let Some(cold) = &d.hot_loop_cold_calls else { continue };
+        let (Some(cold), LoopCode::Binary(binary)) = (&d.hot_loop_cold_calls, &d.code) else { continue };
         for mode in MODES {
-            let rel = d.binary.replace("{mode}", mode);
+            let rel = binary.replace("{mode}", mode);
             let path = root.join(&rel);
             let root_name = d.main_loop.replace("{mode}", mode);
             let result = Binary::read(&path)
@@ -46,4 +49,32 @@ pub fn audit_driver_loops(root: &Path, table: &[TableDriver]) -> Vec<DriverLoop>
         }
     }
     out
+}
+
+/// The loops of a JIT driver as [`DriverLoop`]s: its models, or the error for each.
+pub fn jit_driver_loops(
+    d: &TableDriver,
+    command: &[String],
+    result: &Result<Vec<JitModel>, String>,
+) -> Vec<DriverLoop> {
+    let binary = command.join(" ");
+    match result {
+        Ok(models) => models
+            .iter()
+            .map(|m| DriverLoop {
+                driver: d.label.clone(),
+                mode: m.mode.clone(),
+                binary: binary.clone(),
+                functions: m.functions.clone(),
+                error: None,
+            })
+            .collect(),
+        Err(e) => vec![DriverLoop {
+            driver: d.label.clone(),
+            mode: MODES.join(", "),
+            binary,
+            functions: Vec::new(),
+            error: Some(e.clone()),
+        }],
+    }
 }

@@ -24,6 +24,11 @@ pub enum CheckKind {
     AdaCheck,
     /// An Ada exception raised or propagated.
     AdaException,
+    /// JIT code: a call the JIT treated as never returning into a method never run (a managed
+    /// throw helper), or into a runtime helper that throws.
+    ThrowPath,
+    /// JIT code: a call into a method that no run compiled, so its code was not audited.
+    NeverCompiled,
 }
 
 impl CheckKind {
@@ -39,6 +44,8 @@ impl CheckKind {
             CheckKind::IndirectCall => "indirect call (cannot be audited)",
             CheckKind::AdaCheck => "Ada run-time check",
             CheckKind::AdaException => "Ada exception",
+            CheckKind::ThrowPath => "exception thrown (a check's failure path)",
+            CheckKind::NeverCompiled => "call into code no run compiled (cannot be audited)",
         }
     }
 }
@@ -46,7 +53,7 @@ impl CheckKind {
 /// Classifies a callee by its demangled name; `None` for an ordinary function.
 pub fn classify(callee: &str) -> Option<CheckKind> {
     let has = |s: &str| callee.contains(s);
-    if let Some(kind) = classify_ada(callee) {
+    if let Some(kind) = classify_ada(callee).or_else(|| classify_dotnet(callee)) {
         Some(kind)
     } else if has("panic_bounds_check") {
         Some(CheckKind::BoundsCheck)
@@ -103,6 +110,35 @@ fn classify_ada(callee: &str) -> Option<CheckKind> {
     }
 }
 
+/// The .NET runtime's helpers that JIT code calls (libcoreclr's `JIT_*`, named with the file:
+/// `JIT_RngChkFail@libcoreclr.so`), and managed methods that only throw.
+fn classify_dotnet(callee: &str) -> Option<CheckKind> {
+    let name = callee.split('@').next().unwrap_or(callee);
+    let has = |s: &str| name.contains(s);
+    if name == "JIT_RngChkFail" {
+        Some(CheckKind::BoundsCheck)
+    } else if name == "JIT_Overflow" {
+        Some(CheckKind::Overflow)
+    } else if name.starts_with("JIT_Throw")
+        || name.starts_with("JIT_Rethrow")
+        || name.starts_with("IL_Throw")
+        || name.starts_with("IL_Rethrow")
+        || name == "JIT_FailFast"
+        || has("ThrowHelper::")
+    {
+        Some(CheckKind::ThrowPath)
+    } else if name.starts_with("JIT_New")
+        || name.starts_with("JIT_Box")
+        || name.starts_with("JIT_TrialAlloc")
+        || name.starts_with("AllocateObject")
+        || name.starts_with("AllocateSzArray")
+    {
+        Some(CheckKind::Allocation)
+    } else {
+        None
+    }
+}
+
 /// One problem found in a hot path.
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
@@ -123,6 +159,9 @@ pub struct FunctionReport {
     /// The hot path through which it was reached (itself for a registered one).
     pub reached_from: String,
     pub checks: Vec<Finding>,
+    /// JIT code's implicit null checks (a load that faults on null; no call). Counted, not
+    /// failed: they are one instruction each, and native code has none.
+    pub implicit_null_checks: usize,
 }
 
 /// What a call out of a function reaches, by name, and the function if it is in the binary.
@@ -203,6 +242,7 @@ pub fn audit_hot_paths(
             address: format!("{:#x}", f.address),
             instructions: f.instructions.len(),
             reached_from: root,
+            implicit_null_checks: 0,
             checks: checks
                 .into_iter()
                 .map(|(kind, callee, addr)| Finding {
@@ -238,5 +278,11 @@ mod tests {
         assert_eq!(classify("system__secondary_stack__ss_allocate"), Some(CheckKind::Allocation));
         assert_eq!(classify("ada__text_io__put_line__2"), Some(CheckKind::Formatting));
         assert_eq!(classify("fwd__tick"), None);
+        assert_eq!(classify("JIT_RngChkFail@libcoreclr.so"), Some(CheckKind::BoundsCheck));
+        assert_eq!(classify("JIT_ThrowNullRef@libcoreclr.so"), Some(CheckKind::ThrowPath));
+        assert_eq!(classify("System.ThrowHelper::ThrowIndexOutOfRangeException"), Some(CheckKind::ThrowPath));
+        assert_eq!(classify("JIT_NewS_MP_FastPortable@libcoreclr.so"), Some(CheckKind::Allocation));
+        assert_eq!(classify("JIT_WriteBarrier@libcoreclr.so"), None);
+        assert_eq!(classify("Safenic.Driver.Agent::Run"), None);
     }
 }

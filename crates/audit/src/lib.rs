@@ -8,7 +8,9 @@
 //!   registered loop is also decoded by `objdump -d`, which must agree ([`cross_check`]).
 //! - **Other drivers' main loops** ([`driver_loops`]): the loops of every driver in a checked
 //!   language (the Ada driver, built with GNAT's checks on), audited the same way; a call to
-//!   `__gnat_rcheck_*` is a finding with its source line.
+//!   `__gnat_rcheck_*` is a finding with its source line. A JIT-compiled driver (C#) is run on
+//!   a nicsim and its loops are read from the process ([`jit_run`], [`jit_loops`], [`jit`]); a
+//!   call to a runtime helper that throws (`JIT_RngChkFail`) is a finding.
 //! - **Table 2 of the paper** ([`sizes`]): lines of code and instructions per main loop.
 //! - **Unsafe budget** ([`budget`], [`unsafe_code`]): every kind of unsafe code, per crate;
 //!   for Ada ([`ada_features`]), its unsafe features per file, allowed only in its platform
@@ -25,6 +27,9 @@ pub mod driver_loops;
 pub mod elf;
 pub mod expanded;
 pub mod hot_paths;
+pub mod jit;
+pub mod jit_loops;
+pub mod jit_run;
 pub mod lines;
 pub mod registry;
 pub mod report;
@@ -34,7 +39,8 @@ pub mod unsafe_code;
 use budget::CrateBudget;
 use hot_paths::FunctionReport;
 use serde::Serialize;
-use sizes::{SizeRow, TableDriver};
+use sizes::{LoopCode, SizeRow, TableDriver};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Everything the audit reports.
@@ -95,7 +101,17 @@ pub fn audit(o: &Options) -> Result<Report, String> {
     let expanded = expanded::check(&o.root)?;
     let kernel = budget::rust_files(&o.root.join("crates/invariants/src"));
     let hot_path_checks: usize = functions.iter().map(|r| r.checks.len()).sum();
-    let driver_loops = driver_loops::audit_driver_loops(&o.root, &o.table);
+    let mut driver_loops = driver_loops::audit_driver_loops(&o.root, &o.table);
+    let mut jit_sizes: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for d in &o.table {
+        let LoopCode::Jit(command) = &d.code else { continue };
+        let cold = d.hot_loop_cold_calls.clone().unwrap_or_default();
+        let result = jit_run::audit_jit_driver(&d.label, command, &d.main_loop, &cold);
+        if let Ok(models) = &result {
+            jit_sizes.insert(d.label.clone(), models.iter().map(|m| (m.mode.clone(), m.instructions)).collect());
+        }
+        driver_loops.extend(driver_loops::jit_driver_loops(d, command, &result));
+    }
     let driver_loop_checks: usize = driver_loops.iter().map(|l| l.checks()).sum();
     let mut ada = Vec::new();
     for d in &o.table {
@@ -117,7 +133,7 @@ pub fn audit(o: &Options) -> Result<Report, String> {
         crates,
         dependencies,
         expanded,
-        sizes: sizes::size_table(&o.root, &o.table),
+        sizes: sizes::size_table(&o.root, &o.table, &jit_sizes),
         driver_loops,
         ada,
         trusted_kernel_lines: sizes::lines_of_code(&kernel),

@@ -39,8 +39,12 @@ pub fn print_text(r: &Report) -> Result<(), String> {
         for f in &l.functions {
             let verdict =
                 if f.checks.is_empty() { "no checks".to_string() } else { format!("{} CHECKS", f.checks.len()) };
+            let nulls = match f.implicit_null_checks {
+                0 => String::new(),
+                n => format!(" ({n} implicit null checks)"),
+            };
             cli::outln!(
-                "  {:<14} {:<10} {:<30} {:>5} instructions  {verdict}",
+                "  {:<14} {:<10} {:<30} {:>5} instructions  {verdict}{nulls}",
                 l.driver,
                 l.mode,
                 f.name,
@@ -66,6 +70,11 @@ pub fn print_text(r: &Report) -> Result<(), String> {
             cell(MODES[0]),
             cell(MODES[1]),
             cell(MODES[2])
+        )?;
+    }
+    if r.sizes.iter().any(|s| s.jit) {
+        cli::outln!(
+            "  (a JIT driver's figure: its loop and the methods it calls per packet, read from the running driver)"
         )?;
     }
     cli::outln!("")?;

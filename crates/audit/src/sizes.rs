@@ -1,6 +1,5 @@
 //! The paper's Table 2: lines of code per driver, and x86 instructions in each main loop.
 
-use crate::budget::rust_files;
 use crate::elf::Binary;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -9,6 +8,17 @@ use std::path::{Path, PathBuf};
 /// The models every driver implements, in the table's column order.
 pub const MODES: [&str; 3] = ["restricted", "const", "flexible"];
 
+/// Where a driver's main loops are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoopCode {
+    /// In a binary per model, relative to the repository, for this program's instruction-set
+    /// level; `{mode}` is the model.
+    Binary(String),
+    /// JIT-compiled: only in the running driver, which this command starts (its words, paths
+    /// resolved, `{mode}` left in).
+    Jit(Vec<String>),
+}
+
 /// What the table needs of one driver.
 #[derive(Debug, Clone)]
 pub struct TableDriver {
@@ -16,24 +26,28 @@ pub struct TableDriver {
     pub label: String,
     /// Source files and folders, relative to the repository.
     pub sources: Vec<String>,
-    /// The binary of a model, relative to the repository, for this program's instruction-set
-    /// level; `{mode}` is the model.
-    pub binary: String,
-    /// The main loop's symbol; `{mode}` is the model.
+    pub code: LoopCode,
+    /// The main loop's symbol (a JIT's method, `Namespace.Type::Method`); `{mode}` is the model.
     pub main_loop: String,
     /// If the main loops are audited for run-time checks: the callees not followed.
     pub hot_loop_cold_calls: Option<Vec<String>>,
 }
 
-/// The drivers of the table: every manifest entry with a `binary` and a `main_loop`.
-pub fn table_of(m: &manifest::Manifest) -> Vec<TableDriver> {
+/// The drivers of the table: every manifest entry with a `main_loop` in a `binary` or a perf
+/// map; `root` and `safenic` resolve a JIT driver's command.
+pub fn table_of(m: &manifest::Manifest, root: &Path, safenic: &Path) -> Vec<TableDriver> {
     m.drivers
         .iter()
         .filter_map(|d| {
+            let code = match &d.binary {
+                Some(b) => LoopCode::Binary(manifest::isa::resolve(b)),
+                None if d.perf_map => LoopCode::Jit(d.command_words(root, safenic)),
+                None => return None,
+            };
             Some(TableDriver {
                 label: format!("{} ({})", d.name, d.language),
                 sources: d.sources.clone(),
-                binary: d.binary.as_deref().map(manifest::isa::resolve)?,
+                code,
                 main_loop: d.main_loop.clone()?,
                 hot_loop_cold_calls: d.hot_loop_cold_calls.clone(),
             })
@@ -47,47 +61,58 @@ pub struct SizeRow {
     pub driver: String,
     pub lines_of_code: usize,
     /// Model → x86 instructions of each compiled instance of its main loop; a model whose
-    /// binary is not built is missing.
+    /// binary is not built is missing. For a JIT driver, one figure: the loop and the methods
+    /// it calls per packet, which the JIT did not inline.
     pub loops: BTreeMap<String, Vec<usize>>,
+    pub jit: bool,
 }
 
-/// The rows of `drivers` whose binaries exist under `root`.
-pub fn size_table(root: &Path, drivers: &[TableDriver]) -> Vec<SizeRow> {
+/// The rows of `drivers` whose binaries exist under `root`, and of the JIT drivers audited
+/// running (`jit`: label → model → instructions).
+pub fn size_table(
+    root: &Path,
+    drivers: &[TableDriver],
+    jit: &BTreeMap<String, BTreeMap<String, usize>>,
+) -> Vec<SizeRow> {
     drivers
         .iter()
         .filter_map(|d| {
             let mut loops = BTreeMap::new();
             let mut binaries: BTreeMap<PathBuf, Option<Binary>> = BTreeMap::new();
             for mode in MODES {
-                let path = root.join(d.binary.replace("{mode}", mode));
-                let binary = binaries.entry(path.clone()).or_insert_with(|| Binary::read(&path).ok());
-                let Some(binary) = binary else { continue };
-                let name = d.main_loop.replace("{mode}", mode);
-                loops.insert(mode.to_string(), binary.named(&name).map(|f| f.instructions.len()).collect());
+                let count = match &d.code {
+                    LoopCode::Binary(b) => {
+                        let path = root.join(b.replace("{mode}", mode));
+                        let binary = binaries.entry(path.clone()).or_insert_with(|| Binary::read(&path).ok());
+                        let Some(binary) = binary else { continue };
+                        let name = d.main_loop.replace("{mode}", mode);
+                        binary.named(&name).map(|f| f.instructions.len()).collect()
+                    }
+                    LoopCode::Jit(_) => match jit.get(&d.label).and_then(|m| m.get(mode)) {
+                        Some(&n) => vec![n],
+                        None => continue,
+                    },
+                };
+                loops.insert(mode.to_string(), count);
             }
             (!loops.is_empty()).then(|| SizeRow {
                 driver: d.label.clone(),
                 lines_of_code: lines_of_code(&files_of(root, &d.sources)),
                 loops,
+                jit: matches!(d.code, LoopCode::Jit(_)),
             })
         })
         .collect()
 }
 
-/// The source files named by `sources` (files, or folders whose files count).
+/// The source files named by `sources` (files, or folders whose files, at any depth, count).
 pub fn files_of(root: &Path, sources: &[String]) -> Vec<PathBuf> {
     sources
         .iter()
         .flat_map(|s| {
             let p = root.join(s);
             if p.is_dir() {
-                let mut v: Vec<PathBuf> = std::fs::read_dir(&p)
-                    .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_file()).collect())
-                    .unwrap_or_default();
-                v.extend(rust_files(&p).into_iter().filter(|f| f.parent() != Some(&p)));
-                v.sort();
-                v.dedup();
-                v
+                files_under(&p)
             } else {
                 vec![p]
             }
@@ -95,8 +120,25 @@ pub fn files_of(root: &Path, sources: &[String]) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Lines of code: non-blank lines that are not only a comment (`//` and `/* */` of Rust and C,
-/// `--` of Ada), up to a file's test module.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for p in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.is_file() {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Lines of code: non-blank lines that are not only a comment (`//` and `/* */` of Rust, C
+/// and C#, `--` of Ada), up to a file's test module.
 pub fn lines_of_code(files: &[PathBuf]) -> usize {
     files
         .iter()

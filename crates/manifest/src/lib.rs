@@ -38,11 +38,13 @@ pub struct DriverEntry {
     pub sources: Vec<String>,
     /// The binary of a model, for Table 2; `{mode}` and `{isa}` are replaced.
     pub binary: Option<String>,
-    /// The symbol of a model's main loop, for Table 2; `{mode}` is replaced.
+    /// The symbol of a model's main loop, for Table 2; `{mode}` is replaced. With `perf_map`
+    /// and no `binary`, the method (`Namespace.Type::Method`) in the running driver's perf map.
     pub main_loop: Option<String>,
     /// With it, the audit proves the main loops of `binary` free of run-time checks, as it
     /// does the Rust driver's hot paths; these are the callees it does not follow, because
-    /// they run outside the per-packet code (the meter's tick).
+    /// they run outside the per-packet code (the meter's tick). A JIT driver's loops are
+    /// always audited.
     #[serde(default)]
     pub hot_loop_cold_calls: Option<Vec<String>>,
     /// A JIT-compiled driver, whose loops have no symbol for callgrind's `--toggle-collect`:
@@ -66,7 +68,7 @@ impl Manifest {
     }
 
     /// A manifest from its text, checked: names unique and usable as test names, a `binary`
-    /// only with a `main_loop`.
+    /// only with a `main_loop`, a `main_loop` in a `binary` or a perf map.
     pub fn parse(text: &str) -> Result<Manifest, String> {
         let m: Manifest = toml::from_str(text).map_err(|e| e.to_string().trim().replace('\n', " "))?;
         for (i, d) in m.drivers.iter().enumerate() {
@@ -79,8 +81,14 @@ impl Manifest {
             if d.command.split_whitespace().next().is_none() {
                 return Err(format!("driver `{}` has an empty command", d.name));
             }
-            if d.binary.is_some() != d.main_loop.is_some() {
+            if d.binary.is_some() && d.main_loop.is_none() {
                 return Err(format!("driver `{}`: Table 2 needs both `binary` and `main_loop`", d.name));
+            }
+            if d.main_loop.is_some() && d.binary.is_none() && !d.perf_map {
+                return Err(format!(
+                    "driver `{}`: a `main_loop` is found in a `binary`, or in a running JIT's perf map (`perf_map = true`)",
+                    d.name
+                ));
             }
             if d.hot_loop_cold_calls.is_some() && d.main_loop.is_none() {
                 return Err(format!(
@@ -180,6 +188,9 @@ mod tests {
         assert!(Manifest::parse(&format!("{ok}{ok}")).unwrap_err().contains("twice"));
         assert!(Manifest::parse(&ok.replace("\"x\"", "\"X y\"")).unwrap_err().contains("lowercase"));
         assert!(Manifest::parse(&ok.replace("sources = []", "sources = []\nbinary = \"b\"")).is_err());
+        let main_loop = ok.replace("sources = []", "sources = []\nmain_loop = \"F::f\"");
+        assert!(Manifest::parse(&main_loop).unwrap_err().contains("perf_map"));
+        assert!(Manifest::parse(&main_loop.replace("bench", "perf_map = true\nbench")).is_ok());
     }
 
     #[test]

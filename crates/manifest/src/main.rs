@@ -35,7 +35,7 @@ fn run(args: Cli) -> Result<(), String> {
         Cmd::List => {
             for d in &m.drivers {
                 let uses: Vec<&str> =
-                    [("conformance", d.conformance), ("bench", d.bench), ("table-2", d.binary.is_some())]
+                    [("conformance", d.conformance), ("bench", d.bench), ("table-2", d.main_loop.is_some())]
                         .into_iter()
                         .filter_map(|(u, on)| on.then_some(u))
                         .collect();

@@ -47,9 +47,9 @@ fn a_new_manifest_entry_joins_the_bench() {
 
 #[test]
 fn a_new_manifest_entry_joins_table_2() {
-    let table = audit::sizes::table_of(&with_dummy());
+    let table = audit::sizes::table_of(&with_dummy(), &repository(), Path::new("/build/safenic"));
     let dummy = table.iter().find(|t| t.label.starts_with("dummy")).expect("the dummy driver has a row");
-    assert_eq!(dummy.binary, "drivers/dummy/safenic-dummy-{mode}");
+    assert_eq!(dummy.code, audit::sizes::LoopCode::Binary("drivers/dummy/safenic-dummy-{mode}".into()));
     assert_eq!(dummy.main_loop, "forward_{mode}");
     // A sanitizer build has no binary for the table, and no row.
     assert!(!table.iter().any(|t| t.label.starts_with("c-asan")));
