@@ -56,9 +56,19 @@ fn allocates_nothing(mode: &str) {
         count: Some(PER_DIRECTION),
         ..TrafficSpec::default()
     });
+    let pid = child.id();
     let out = terminate(child);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "csharp {mode} exits 0 on SIGTERM: {:?} {stdout} {stderr}", out.status);
+    // Its exit skips the runtime's shutdown, which would remove the debugger's pipes: the
+    // driver removes them itself.
+    let pipes = format!("clr-debug-pipe-{pid}-");
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&pipes))
+        .collect();
+    assert!(left.is_empty(), "csharp {mode} left its debugger pipes behind: {left:?}");
     let summary = common::summary(driver, mode, &stdout);
     assert_lossless(&s, &summary, PER_DIRECTION, true);
     let r = gc_report(&stderr).unwrap_or_else(|| panic!("csharp {mode}: no `gc:` line on stderr: {stderr}"));

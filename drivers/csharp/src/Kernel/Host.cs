@@ -70,10 +70,27 @@ namespace Safenic.Kernel
                 }
                 terminate = true;
                 finished.WaitOne();
+                RemoveDebuggerPipes();
                 Libc._exit(exitStatus);
             };
 #endif
         }
+
+#if !MONO
+        // The runtime's debugger pipes in TMPDIR, which its own shutdown would remove and _exit
+        // skips: without this, every SIGTERM would leave two files behind.
+        private static void RemoveDebuggerPipes()
+        {
+            int pid = Libc.getpid();
+            foreach (string prefix in new[] { "clr-debug-pipe-", "dotnet-diagnostic-" })
+            {
+                foreach (string file in System.IO.Directory.GetFiles(System.IO.Path.GetTempPath(), prefix + pid + "-*"))
+                {
+                    Libc.unlink(file);
+                }
+            }
+        }
+#endif
 
 #if !MONO
         private static volatile bool exiting;
