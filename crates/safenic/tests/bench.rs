@@ -34,11 +34,14 @@ fn rfc2544_throughput_and_latency_are_measured_with_every_frame_accounted_for() 
             assert!(((t.offered + t.skipped) as f64 - owed).abs() <= 2.0, "{t:?}");
             assert!(t.received <= t.offered, "{t:?}");
         }
-        // The rate found passed (unless none did) and every failing rate tried lies above it.
+        // The rate found passed (unless none did) and every failing rate tried lies above it. A
+        // trial in which nicsim fell behind tested nicsim and was run again: it may fail at or
+        // below the rate found, on a slow host.
         let passed_at =
             |rate: f64| f.log.iter().any(|t| t.rate_pps == rate && !t.nicsim_fell_behind() && t.passed(0.0));
         assert!(f.rate_pps == 0.0 || passed_at(f.rate_pps), "{f:?}");
-        assert!(f.log.iter().filter(|t| !t.passed(0.0)).all(|t| t.rate_pps > f.rate_pps), "{f:?}");
+        let mut failed = f.log.iter().filter(|t| !t.passed(0.0) && !t.nicsim_fell_behind());
+        assert!(failed.all(|t| t.rate_pps > f.rate_pps), "{f:?}");
         assert_eq!(r.found.limited_by() == "line rate", f.rate_pps == line, "{f:?}");
         // Latency at 10% to 100% of the rate found, percentiles in order.
         if f.rate_pps > 0.0 {
