@@ -12,6 +12,7 @@ pub mod chaos;
 pub mod control;
 pub mod dma;
 pub mod engine;
+pub mod exec;
 pub mod flow_control;
 pub mod guardian;
 pub mod histogram;

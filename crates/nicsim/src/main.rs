@@ -50,6 +50,10 @@ enum Cmd {
     },
     /// Run CMD in a private mount namespace where nicsim's functions are /sys/bus/pci/devices.
     Exec {
+        /// Bind the functions to uio_pci_generic and add /sys/class/uio and /dev/uioN, as
+        /// DPDK's EAL needs them.
+        #[arg(long)]
+        uio: bool,
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
     },
@@ -368,7 +372,7 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             let _ = cli::outln!("nicsim: stopped; removed {}", root.join("devices").display());
             Ok(())
         }
-        Cmd::Exec { command } => exec(root, &command),
+        Cmd::Exec { uio, command } => exec(root, uio, &command),
         Cmd::Traffic { action } => match action {
             TrafficCmd::Start { port, rate, size, size_max, flows, count, duration } => {
                 let gbps = session.info()?.link_gbps;
@@ -477,33 +481,13 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
     }
 }
 
-/// Where ixy and its ports expect a hugetlbfs mount.
-const IXY_HUGETLBFS: &str = "/mnt/huge";
 /// The first line `nicsim exec` prints: the one difference a driver's own output can hide.
 const EXEC_BANNER: &str = "nicsim exec: statistics registers count totals since reset and do not clear on read as on \
 the card: a driver that adds up successive reads shows k times the rate in second k (docs/nicsim.md, counters)";
 
-fn exec(root: &Path, command: &[String]) -> Result<(), String> {
+fn exec(root: &Path, uio: bool, command: &[String]) -> Result<(), String> {
     use std::os::unix::process::CommandExt;
-    let devices = root.join("devices");
-    if !devices.is_dir() {
-        return Err(format!(
-            "no nicsim devices under {}: start `nicsim serve` first (or pass --root)",
-            devices.display()
-        ));
-    }
-    platform::ns::enter_private_mount_namespace().map_err(|e| e.to_string())?;
-    platform::ns::bind_mount(&devices, Path::new("/sys/bus/pci/devices")).map_err(|e| e.to_string())?;
-    let drivers = root.join("drivers");
-    if drivers.is_dir() {
-        platform::ns::bind_mount(&drivers, Path::new("/sys/bus/pci/drivers")).map_err(|e| e.to_string())?;
-    }
-    // ixy and its ports take their DMA memory from /mnt/huge.
-    let huge = Path::new(IXY_HUGETLBFS);
-    if !platform::fs::hugetlbfs_mounts().iter().any(|m| m == huge) {
-        std::fs::create_dir_all(huge).map_err(|e| format!("cannot create {}: {e}", huge.display()))?;
-        platform::ns::mount_hugetlbfs(huge).map_err(|e| e.to_string())?;
-    }
+    nicsim::exec::enter(root, uio)?;
     eprintln!("{EXEC_BANNER}");
     let err = std::process::Command::new(&command[0]).args(&command[1..]).exec();
     Err(format!("cannot run {}: {err}", command[0]))

@@ -78,7 +78,7 @@ impl Server {
         }
         let created_root = !opts.root.exists();
         // A previous server that was killed may have left its tree behind.
-        for d in ["devices", "drivers"] {
+        for d in sysfs::TREES {
             let _ = std::fs::remove_dir_all(opts.root.join(d));
         }
         let _ = std::fs::remove_file(&socket);
@@ -203,7 +203,7 @@ impl Server {
 /// with `created_root`, the root itself.
 pub fn remove_tree(root: &Path, created_root: bool) {
     let _ = std::fs::remove_file(socket_path(root));
-    for d in ["devices", "drivers"] {
+    for d in sysfs::TREES {
         let _ = std::fs::remove_dir_all(root.join(d));
     }
     if created_root {

@@ -7,6 +7,14 @@
 //! ```
 //! `nicsim exec` bind-mounts `<root>/devices` over `/sys/bus/pci/devices` and `<root>/drivers`
 //! over `/sys/bus/pci/drivers`, so the relative `driver` link resolves the same way there.
+//!
+//! [`present_as_uio`] binds a function to `uio_pci_generic` as Linux shows it:
+//! ```text
+//! <root>/devices/0000:5e:00.0/driver -> ../../drivers/uio_pci_generic
+//! <root>/devices/0000:5e:00.0/uio/uio0/{name,version,dev,device -> ../../../0000:5e:00.0}
+//! <root>/class/uio/uio0 -> /sys/bus/pci/devices/0000:5e:00.0/uio/uio0   (/sys/class/uio)
+//! <root>/dev/uio0                                                      (/dev/uio0, a FIFO)
+//! ```
 
 use crate::pciconfig::{CONFIG_LEN, DEVICE_82599ES_SFP, VENDOR_INTEL};
 use crate::regs::BAR0_LEN;
@@ -14,8 +22,17 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// The directories of `<root>` that nicsim creates and removes.
+pub const TREES: [&str; 4] = ["devices", "drivers", "class", "dev"];
 /// The fake kernel driver name functions are bound to with `--bound`.
 pub const FAKE_DRIVER: &str = "ixgbe";
+/// The kernel driver DPDK's EAL claims functions from [DPDK: Linux drivers guide].
+pub const UIO_DRIVER: &str = "uio_pci_generic";
+/// The character-device major shown in `uioN/dev` (the kernel picks one at run time; 243 is
+/// what it commonly picks).
+const UIO_MAJOR: u32 = 243;
+/// BAR4 (MSI-X table and PBA) is 16 KiB [DS 9.3.7.1.4].
+pub const BAR4_LEN: usize = 0x4000;
 
 /// PCI address of port `n`: bus 0x5e, functions 0–7 of consecutive devices (a dual-port card
 /// is functions 0 and 1 of one device).
@@ -34,6 +51,7 @@ pub struct FunctionFiles {
     pub dir: PathBuf,
     pub config: File,
     pub resource0: File,
+    pub resource4: File,
 }
 
 fn write_text(path: &Path, text: &str) -> std::io::Result<()> {
@@ -78,19 +96,55 @@ pub fn create_function(root: &Path, n: usize, bound: bool) -> std::io::Result<Fu
     write_text(&dir.join("resource"), &resource)?;
     let config = sized_file(&dir.join("config"), CONFIG_LEN)?;
     let resource0 = sized_file(&dir.join("resource0"), BAR0_LEN)?;
-    let drivers = root.join("drivers").join(FAKE_DRIVER);
+    // Every memory BAR with an address has its file: DPDK maps them all.
+    let resource4 = sized_file(&dir.join("resource4"), BAR4_LEN)?;
+    create_driver(root, FAKE_DRIVER)?;
+    if bound {
+        bind(root, &address, FAKE_DRIVER)?;
+    }
+    Ok(FunctionFiles { address, dir, config, resource0, resource4 })
+}
+
+fn create_driver(root: &Path, name: &str) -> std::io::Result<()> {
+    let drivers = root.join("drivers").join(name);
     std::fs::create_dir_all(&drivers)?;
     for f in ["bind", "unbind", "new_id", "remove_id"] {
         if !drivers.join(f).exists() {
             write_text(&drivers.join(f), "")?;
         }
     }
-    if bound {
-        let link = dir.join("driver");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(format!("../../drivers/{FAKE_DRIVER}"), &link)?;
-    }
-    Ok(FunctionFiles { address, dir, config, resource0 })
+    Ok(())
+}
+
+fn bind(root: &Path, address: &str, driver: &str) -> std::io::Result<()> {
+    let link = root.join("devices").join(address).join("driver");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(format!("../../drivers/{driver}"), &link)
+}
+
+/// Binds port `n` to `uio_pci_generic` (see the module's diagram), as `dpdk-devbind.py -b
+/// uio_pci_generic` does on a real machine; stays bound until nicsim stops. Idempotent.
+pub fn present_as_uio(root: &Path, n: usize) -> std::io::Result<()> {
+    let address = port_address(n);
+    create_driver(root, UIO_DRIVER)?;
+    bind(root, &address, UIO_DRIVER)?;
+    let uio = root.join("devices").join(&address).join("uio").join(format!("uio{n}"));
+    std::fs::create_dir_all(&uio)?;
+    write_text(&uio.join("name"), &format!("{UIO_DRIVER}\n"))?;
+    write_text(&uio.join("version"), "0.01.0\n")?;
+    write_text(&uio.join("dev"), &format!("{UIO_MAJOR}:{n}\n"))?;
+    relink(&format!("../../../{address}"), &uio.join("device"))?;
+    let class = root.join("class").join("uio");
+    std::fs::create_dir_all(&class)?;
+    relink(&format!("/sys/bus/pci/devices/{address}/uio/uio{n}"), &class.join(format!("uio{n}")))?;
+    let dev = root.join("dev");
+    std::fs::create_dir_all(&dev)?;
+    platform::fs::make_fifo(&dev.join(format!("uio{n}")))
+}
+
+fn relink(target: &str, link: &Path) -> std::io::Result<()> {
+    let _ = std::fs::remove_file(link);
+    std::os::unix::fs::symlink(target, link)
 }
 
 /// Emulates the kernel's `drivers/<name>/unbind`: if something wrote PCI addresses into it,
@@ -133,6 +187,27 @@ mod tests {
         std::fs::write(f.dir.join("driver/unbind"), "0000:5e:00.1").unwrap();
         assert_eq!(process_unbind(&root), vec!["0000:5e:00.1".to_string()]);
         assert!(std::fs::symlink_metadata(f.dir.join("driver")).is_err());
+        assert_eq!(f.resource4.metadata().unwrap().len(), BAR4_LEN as u64, "BAR4 has its file, as DPDK maps it");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_function_bound_to_uio_looks_as_linux_shows_it() {
+        use std::os::unix::fs::FileTypeExt;
+        let root = std::env::temp_dir().join(format!("nicsim-uio-test-{}", std::process::id()));
+        let f = create_function(&root, 1, false).unwrap();
+        present_as_uio(&root, 1).unwrap();
+        present_as_uio(&root, 1).expect("binding again changes nothing");
+        assert_eq!(std::fs::read_link(f.dir.join("driver")).unwrap(), Path::new("../../drivers/uio_pci_generic"));
+        let uio = f.dir.join("uio/uio1");
+        assert_eq!(std::fs::read_to_string(uio.join("name")).unwrap(), "uio_pci_generic\n");
+        assert_eq!(std::fs::read_to_string(uio.join("dev")).unwrap(), "243:1\n");
+        assert_eq!(std::fs::read_to_string(uio.join("device/vendor")).unwrap(), "0x8086\n", "device -> the function");
+        assert_eq!(
+            std::fs::read_link(root.join("class/uio/uio1")).unwrap(),
+            Path::new("/sys/bus/pci/devices/0000:5e:00.1/uio/uio1")
+        );
+        assert!(std::fs::metadata(root.join("dev/uio1")).unwrap().file_type().is_fifo(), "/dev/uio1 can be polled");
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

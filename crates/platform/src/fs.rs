@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::io;
+use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 
 /// `HUGETLBFS_MAGIC` from linux/magic.h.
@@ -89,6 +90,15 @@ fn remove_stale(dir: &std::path::Path, prefix: &str) {
             let _ = std::fs::remove_dir_all(e.path());
             let _ = std::fs::remove_file(e.path());
         }
+    }
+}
+
+/// Creates a named pipe at `path` (mode 0600), or leaves one that is already there.
+pub fn make_fifo(path: &std::path::Path) -> io::Result<()> {
+    use rustix::fs::{FileType, Mode, CWD};
+    match rustix::fs::mknodat(CWD, path, FileType::Fifo, Mode::RUSR | Mode::WUSR, 0) {
+        Err(rustix::io::Errno::EXIST) if std::fs::metadata(path)?.file_type().is_fifo() => Ok(()),
+        r => r.map_err(io::Error::from),
     }
 }
 

@@ -38,3 +38,51 @@ pub fn mount_hugetlbfs(dst: &Path) -> Result<(), PlatformError> {
     rustix::mount::mount("nodev", dst, "hugetlbfs", rustix::mount::MountFlags::empty(), Some(c"pagesize=2M"))
         .map_err(|e| errno_error("mounting hugetlbfs", format!("mount -t hugetlbfs nodev {}", dst.display()), e.into()))
 }
+
+/// Replaces directory `dir`, for this mount namespace only, by a tmpfs that holds the same
+/// entries (directories and files bind-mounted from the original, submounts included; symbolic
+/// links copied) plus `extra`: each name bind-mounted from its source, taking the place of an
+/// original entry of that name. This is how a name can be added to `/dev` or `/sys/class`,
+/// where nothing can be created, without the host seeing it.
+pub fn extend_directory(dir: &Path, extra: &[(String, std::path::PathBuf)]) -> Result<(), PlatformError> {
+    use rustix::fs::{Mode, OFlags};
+    use std::os::fd::AsRawFd;
+    let fail = |what: &str, e: std::io::Error| errno_error("extending a directory", format!("{what}: {e}"), e);
+    // The original stays reachable through this descriptor once the tmpfs covers its path.
+    let original = rustix::fs::open(dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| fail(&format!("opening {}", dir.display()), e.into()))?;
+    let through = std::path::PathBuf::from(format!("/proc/self/fd/{}", original.as_raw_fd()));
+    let entries: Vec<std::fs::DirEntry> = std::fs::read_dir(&through)
+        .map_err(|e| fail(&format!("listing {}", dir.display()), e))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| fail(&format!("listing {}", dir.display()), e))?;
+    rustix::mount::mount("tmpfs", dir, "tmpfs", rustix::mount::MountFlags::NOSUID, Some(c"mode=0755"))
+        .map_err(|e| fail(&format!("mounting a tmpfs on {}", dir.display()), e.into()))?;
+    let place = |name: &std::ffi::OsStr, src: &Path, is_dir: bool| -> Result<(), PlatformError> {
+        let dst = dir.join(name);
+        let made = if is_dir { std::fs::create_dir(&dst) } else { std::fs::File::create(&dst).map(drop) };
+        made.map_err(|e| fail(&format!("creating {}", dst.display()), e))?;
+        rustix::mount::mount_bind_recursive(src, &dst)
+            .map_err(|e| fail(&format!("bind-mounting {} on {}", src.display(), dst.display()), e.into()))
+    };
+    for entry in entries {
+        let name = entry.file_name();
+        if extra.iter().any(|(n, _)| std::ffi::OsStr::new(n) == name) {
+            continue;
+        }
+        let src = entry.path();
+        let meta = std::fs::symlink_metadata(&src).map_err(|e| fail(&format!("reading {}", src.display()), e))?;
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&src).map_err(|e| fail(&format!("reading {}", src.display()), e))?;
+            std::os::unix::fs::symlink(target, dir.join(&name))
+                .map_err(|e| fail(&format!("linking {}", dir.join(&name).display()), e))?;
+        } else {
+            place(&name, &src, meta.is_dir())?;
+        }
+    }
+    for (name, src) in extra {
+        let is_dir = std::fs::metadata(src).map_err(|e| fail(&format!("reading {}", src.display()), e))?.is_dir();
+        place(std::ffi::OsStr::new(name), src, is_dir)?;
+    }
+    Ok(())
+}
