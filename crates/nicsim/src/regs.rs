@@ -21,12 +21,24 @@ pub const STATUS_GIO: u32 = 1 << 19; // PCIe master enable status [DS 5.2.5.3.2]
 pub const CTRL_EXT: u32 = 0x00018;
 pub const ESDP: u32 = 0x00020;
 pub const I2CCTL: u32 = 0x00028;
+/// I2CCTL bits [DS 8.2.3.1.5]: clock and data, each an input and an output.
+pub const I2CCTL_SCL_IN: u32 = 1 << 0;
+pub const I2CCTL_SCL_OUT: u32 = 1 << 1;
+pub const I2CCTL_SDA_IN: u32 = 1 << 2;
+pub const I2CCTL_SDA_OUT: u32 = 1 << 3;
 pub const LEDCTL: u32 = 0x00200;
 pub const EICR: u32 = 0x00800;
 pub const EICS: u32 = 0x00808;
 pub const EIMS: u32 = 0x00880;
 pub const EIMC: u32 = 0x00888;
 pub const EEC: u32 = 0x10010;
+/// EEC bits [DS 8.2.3.2.1]: the serial pins, then the software request and its grant.
+pub const EEC_SK: u32 = 1 << 0;
+pub const EEC_CS: u32 = 1 << 1;
+pub const EEC_DI: u32 = 1 << 2;
+pub const EEC_DO: u32 = 1 << 3;
+pub const EEC_REQ: u32 = 1 << 6;
+pub const EEC_GNT: u32 = 1 << 7;
 pub const EERD: u32 = 0x10014;
 pub const SWSM: u32 = 0x10140;
 pub const FWSM: u32 = 0x10148;
@@ -43,6 +55,10 @@ pub const MSRWD: u32 = 0x04260;
 pub const MAXFRS: u32 = 0x04268;
 pub const AUTOC: u32 = 0x042A0;
 pub const AUTOC_AN_RESTART: u32 = 1 << 12;
+/// Link partner's AN word and the AN arbitration state (bits 19:16, 0 until AN is restarted),
+/// which Linux and DPDK wait on after restarting AN [DS 8.2.3.22.23].
+pub const ANLP1: u32 = 0x042B0;
+pub const ANLP1_AN_STATE_MASK: u32 = 0xF << 16;
 pub const LINKS: u32 = 0x042A4;
 pub const PCS1GLCTL: u32 = 0x04208;
 pub const PCS1GANA: u32 = 0x04218;
@@ -417,8 +433,8 @@ pub fn spec_of(offset: u32) -> Option<RegSpec> {
         // Write-only: drivers write all ones ("clear every cause"), bit 31 included, and a
         // write-only register's reserved bits hold nothing to preserve.
         EIMC => spec("EIMC", 0, 0, 0, "8.2.3.5.4"),
-        // EE_PRES (8), AUTO_RD (9) and EE_SIZE (14:11) are read-only [DS 8.2.3.2.1].
-        EEC => spec("EEC", 0x0000_1730, 0x0000_7B00, 0, "8.2.3.2.1"),
+        // DO (3), GNT (7), EE_PRES (8), AUTO_RD (9) and EE_SIZE (14:11) are read-only [DS 8.2.3.2.1].
+        EEC => spec("EEC", 0x0000_1730, 0x0000_7B88, 0, "8.2.3.2.1"),
         FWSM => spec("FWSM", 0x0000_8040, u32::MAX, 0, "8.2.3.5.x (FWSM)"),
         FACTPS => spec("FACTPS", 0x0000_0004, u32::MAX, 0, "8.2.3.26.x (FACTPS)"),
         SW_FW_SYNC => spec("SW_FW_SYNC", 0, 0x3E0, 0, "10.5.4"),
@@ -427,6 +443,7 @@ pub fn spec_of(offset: u32) -> Option<RegSpec> {
         MAXFRS => spec("MAXFRS", 0x05EE_0000, 0, 0, "8.2.3.22.13"),
         AUTOC => spec("AUTOC", 0xC19D_8284, 0, 0, "8.2.3.22.19"),
         LINKS => spec("LINKS", 0xFC47_FF83, u32::MAX, 0, "8.2.3.22.20"),
+        ANLP1 => spec("ANLP1", 0, u32::MAX, 0, "8.2.3.22.23"),
         PCS1GLCTL => spec("PCS1GLCTL", 0x0204_0000, 0, 0, "8.2.3.22.1"),
         PCS1GANA => spec("PCS1GANA", 0x0000_01A0, 0, 0, "8.2.3.22.2"),
         RXCTRL => spec("RXCTRL", 0, 0, !0b11, "8.2.3.8.10"),

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 fn reset_values_and_self_clearing_reset() {
     let mut r = Rig::new();
     assert_eq!(r.rd(EEC) & 0x300, 0x300, "EEPROM present and auto-read done");
+    assert_eq!(r.rd(ANLP1) & ANLP1_AN_STATE_MASK, 0, "AN idle until restarted");
     assert_eq!(r.rd(RDRXCTL) & RDRXCTL_DMAIDONE, RDRXCTL_DMAIDONE);
     assert_eq!(r.rd(HLREG0), 0x0801_2C0B);
     assert_eq!(r.rd(LINKS) & (0b111 << 28), 0b111 << 28, "link up at 10 Gb/s");
@@ -51,6 +52,7 @@ fn read_only_bits_and_write_semantics() {
     assert_eq!((r.rd(EIMS), r.rd(EIMC)), (0b1000, 0), "EIMC clears and reads 0");
     r.wr(AUTOC, r.rd(AUTOC) | AUTOC_AN_RESTART);
     assert_eq!(r.rd(AUTOC) & AUTOC_AN_RESTART, 0, "AN_RESTART self-clears");
+    assert_ne!(r.rd(ANLP1) & ANLP1_AN_STATE_MASK, 0, "AN left its idle state");
     r.wr(EERD, (0x3F << 2) | 1);
     let eerd = r.rd(EERD);
     assert_eq!(eerd & 0b11, 0b10, "DONE set, START clear");
@@ -282,4 +284,99 @@ fn the_link_comes_up_after_setup_and_follows_resets_and_the_cable() {
     r.port.set_cable(true);
     until_link_up(&mut r, Duration::from_secs(5));
     assert_eq!(r.transmit().len(), 1, "the queued frame leaves once the link is up");
+}
+
+/// EEC's grant and bit-banged serial interface, driven as `ixgbe_read_eeprom_bit_bang_generic`
+/// in Linux and DPDK does: request, grant, status poll, READ with a 16-bit byte address.
+#[test]
+fn the_eeprom_is_granted_and_reads_the_same_words_bit_banged() {
+    let mut r = Rig::new();
+    r.wr(EEC, r.rd(EEC) | EEC_REQ);
+    assert_ne!(r.rd(EEC) & EEC_GNT, 0, "EEC.GNT follows EEC.REQ");
+    let mut eec = r.rd(EEC) & !(EEC_CS | EEC_SK);
+    let pins = |r: &mut Rig, eec: &mut u32, set: u32, clear: u32| {
+        *eec = (*eec & !clear) | set;
+        r.wr(EEC, *eec);
+        r.rd(EEC)
+    };
+    let word = |r: &mut Rig, eec: &mut u32, opcode: u32, address: Option<u32>, bits: u32| {
+        pins(r, eec, EEC_CS, EEC_SK);
+        pins(r, eec, 0, EEC_CS);
+        let mut out = vec![(opcode, 8)];
+        out.extend(address.map(|a| (a, 16)));
+        for (v, n) in out {
+            for i in (0..n).rev() {
+                let di = if v >> i & 1 != 0 { EEC_DI } else { 0 };
+                pins(r, eec, di, EEC_DI);
+                pins(r, eec, EEC_SK, 0);
+                pins(r, eec, 0, EEC_SK);
+            }
+        }
+        let mut v = 0;
+        for _ in 0..bits {
+            v = v << 1 | u32::from(pins(r, eec, EEC_SK, 0) & EEC_DO != 0);
+            pins(r, eec, 0, EEC_SK);
+        }
+        v
+    };
+    assert_eq!(word(&mut r, &mut eec, 0x05, None, 8), 0, "status: ready");
+    for w in [0x00u32, 0x0F, 0x3F] {
+        let bit_banged = (word(&mut r, &mut eec, 0x03, Some(w * 2), 16) as u16).swap_bytes();
+        r.wr(EERD, (w << 2) | 1);
+        assert_eq!(u32::from(bit_banged), r.rd(EERD) >> 16, "word {w:#x}");
+    }
+    r.wr(EEC, r.rd(EEC) & !EEC_REQ);
+    assert_eq!(r.rd(EEC) & EEC_GNT, 0, "released");
+}
+
+/// I2CCTL's lines after the master drives `scl` and `sda`, as read back: (SCL, SDA).
+fn i2c_lines(r: &mut Rig, scl: bool, sda: bool) -> (bool, bool) {
+    let c = r.rd(I2CCTL) & !(I2CCTL_SCL_OUT | I2CCTL_SDA_OUT);
+    r.wr(I2CCTL, c | if scl { I2CCTL_SCL_OUT } else { 0 } | if sda { I2CCTL_SDA_OUT } else { 0 });
+    let v = r.rd(I2CCTL);
+    (v & I2CCTL_SCL_IN != 0, v & I2CCTL_SDA_IN != 0)
+}
+
+/// Drives `steps` and returns SDA as read back after each.
+fn i2c_steps(r: &mut Rig, steps: &[(bool, bool)]) -> Vec<bool> {
+    steps.iter().map(|&(scl, sda)| i2c_lines(r, scl, sda).1).collect()
+}
+
+/// Clocks out `b` and returns whether the slave acknowledged it.
+fn i2c_byte_out(r: &mut Rig, b: u8) -> bool {
+    let bits: Vec<(bool, bool)> = (0..8)
+        .rev()
+        .flat_map(|i| [(false, b >> i & 1 != 0), (true, b >> i & 1 != 0), (false, b >> i & 1 != 0)])
+        .collect();
+    i2c_steps(r, &bits);
+    !i2c_steps(r, &[(false, true), (true, true), (false, true)])[1]
+}
+
+/// One byte read as `ixgbe_read_i2c_byte_generic` (Linux, DPDK) does it, or `None` if a
+/// byte was not acknowledged.
+fn i2c_read(r: &mut Rig, device: u8, offset: u8) -> Option<u8> {
+    let start = [(false, true), (true, true), (true, false), (false, false)];
+    i2c_steps(r, &start);
+    if !i2c_byte_out(r, device) || !i2c_byte_out(r, offset) {
+        return None;
+    }
+    i2c_steps(r, &start);
+    if !i2c_byte_out(r, device | 1) {
+        return None;
+    }
+    let v = (0..8).fold(0u8, |v, _| v << 1 | u8::from(i2c_steps(r, &[(true, true), (false, true)])[0]));
+    // NACK, then STOP.
+    i2c_steps(r, &[(false, true), (true, true), (false, true), (false, false), (true, false), (true, true)]);
+    Some(v)
+}
+
+/// The SFP+ module answers on I2CCTL as `ixgbe_read_i2c_byte_generic` drives it.
+#[test]
+fn the_sfp_module_identifies_itself_over_i2cctl() {
+    let mut r = Rig::new();
+    assert_eq!(i2c_read(&mut r, 0xA0, 0), Some(0x03), "SFF-8472 identifier: SFP");
+    assert_eq!(i2c_read(&mut r, 0xA0, 3), Some(0x10), "10GBASE-SR");
+    let oui = [37, 38, 39].map(|o| i2c_read(&mut r, 0xA0, o));
+    assert_eq!(oui, [Some(0x00), Some(0x1B), Some(0x21)], "Intel's OUI");
+    assert_eq!(i2c_read(&mut r, 0xA4, 0), None, "nothing else on the bus");
 }

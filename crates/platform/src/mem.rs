@@ -169,6 +169,27 @@ impl MappedRegion {
         }
     }
 
+    /// Replaces the aligned `u32` at `offset` by `new` if it holds `current`, atomically against
+    /// other processes' stores to the same shared mapping; returns the value found.
+    #[inline(always)]
+    pub fn compare_exchange_u32(&self, offset: usize, current: u32, new: u32) -> Result<u32, u32> {
+        let p = self.at::<u32>(offset);
+        assert!(p.is_aligned(), "compare-exchange at unaligned offset {offset:#x}");
+        // SAFETY: `p` is in bounds (see `at`) and aligned for u32, which is AtomicU32's
+        // alignment; the mapping lives as long as `self`, and every other access to these
+        // bytes is a volatile or atomic access of the same size, never a plain reference.
+        let atomic = unsafe { std::sync::atomic::AtomicU32::from_ptr(p) };
+        atomic
+            .compare_exchange(
+                current.to_le(),
+                new.to_le(),
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+            )
+            .map(u32::from_le)
+            .map_err(u32::from_le)
+    }
+
     /// Reads a little-endian `u64` at `offset` (volatile when aligned).
     #[inline(always)]
     pub fn read_u64(&self, offset: usize) -> u64 {

@@ -12,12 +12,14 @@
 //! paths) with [`tx_output`] (where sent frames go), [`faults`] (DMA faults), [`hostile`]
 //! (faults injected on purpose), [`link`] and [`stats`].
 
+mod eeprom;
 mod faults;
 mod hostile;
 mod link;
 mod registers;
 mod rx;
 mod rx_run;
+mod sfp;
 mod stats;
 mod tx;
 mod tx_output;
@@ -131,18 +133,6 @@ struct PathConfig {
     tx_packet_buffer: u64,
 }
 
-/// A minimal EEPROM image: firmware pointers that pass DPDK's version check
-/// and a valid checksum (word 0x3F = 0xBABA − sum of words 0x00–0x3E).
-fn eeprom_image() -> [u16; 128] {
-    let mut e = [0u16; 128];
-    e[0x0F] = 0x0040;
-    e[0x44] = 0x004B;
-    e[0x52] = 0x0006;
-    let sum = e[..0x3F].iter().fold(0u16, |a, &w| a.wrapping_add(w));
-    e[0x3F] = 0xBABAu16.wrapping_sub(sum);
-    e
-}
-
 /// A port of the simulated card.
 pub struct Port {
     pub index: usize,
@@ -176,7 +166,10 @@ pub struct Port {
     fifo: VecDeque<Vec<u8>>,
     fifo_bytes: usize,
     spare: Vec<Vec<u8>>,
-    eeprom: [u16; 128],
+    eeprom: [u16; eeprom::WORDS],
+    /// EEC's bit-banged interface to the same image, and the SFP+ module on I2CCTL.
+    spi: eeprom::SpiEeprom,
+    sfp: sfp::Sfp,
     pub tx_wire: WireClock,
     pub resets: u64,
     sweep: usize,
@@ -188,7 +181,13 @@ pub struct Port {
     stall_until_ps: u64,
     /// The rings are stalled now (see [`Port::update_stall`]).
     stalled: bool,
+    /// Register scans since the driver last wrote anything: while a driver programs the
+    /// device, and bit-bangs EEC or I2CCTL a bit per microsecond, the engine polls instead of idling.
+    scans_since_write: u32,
 }
+
+/// Scans without a driver write (100 µs each) after which a port with nothing enabled is idle.
+const QUIET_SCANS: u32 = 500;
 
 /// The MAC address nicsim gives port `n`: locally administered 02:00:00:00:00:0n.
 pub fn default_mac(n: usize) -> [u8; 6] {
@@ -236,7 +235,9 @@ impl Port {
             fifo: VecDeque::new(),
             fifo_bytes: 0,
             spare: Vec::new(),
-            eeprom: eeprom_image(),
+            eeprom: eeprom::image(),
+            spi: eeprom::SpiEeprom::default(),
+            sfp: sfp::Sfp::default(),
             tx_wire: WireClock::new(gbps),
             resets: 0,
             sweep: 0,
@@ -244,6 +245,7 @@ impl Port {
             link: Link::new(DEFAULT_LINK_UP),
             stall_until_ps: 0,
             stalled: false,
+            scans_since_write: QUIET_SCANS,
         };
         p.reset_with_link();
         p.resets = 0;
@@ -268,6 +270,13 @@ impl Port {
     /// The current value of a register as the device sees it.
     pub fn reg(&self, offset: u32) -> u32 {
         self.shadow[offset as usize / 4]
+    }
+
+    /// Device-side write of `answer` over `seen`, which the driver wrote: only if the BAR still
+    /// holds `seen`, so that a newer driver write is never lost (it is handled at the next look).
+    fn publish_inputs(&mut self, offset: u32, seen: u32, answer: u32) {
+        self.shadow[offset as usize / 4] = answer;
+        let _ = self.bar.compare_exchange_u32(offset as usize, seen, answer);
     }
 
     /// Device-side register write (BAR and shadow, and the 82598 alias address if any).
@@ -417,8 +426,12 @@ impl Port {
         }
     }
 
-    /// Whether any queue is enabled (the engine may idle when none is).
+    /// Whether the engine must poll: a queue enabled, frames buffered, or a driver that wrote a
+    /// register in the last [`QUIET_SCANS`] scans. Otherwise it may idle.
     pub fn busy(&self) -> bool {
-        !self.active_rx.is_empty() || !self.active_tx.is_empty() || !self.fifo.is_empty()
+        !self.active_rx.is_empty()
+            || !self.active_tx.is_empty()
+            || !self.fifo.is_empty()
+            || self.scans_since_write < QUIET_SCANS
     }
 }

@@ -25,6 +25,7 @@ impl Port {
             return;
         }
         self.advance_link();
+        self.scans_since_write = self.scans_since_write.saturating_add(1);
         self.apply_driver_writes();
         self.refresh_paths();
     }
@@ -87,6 +88,7 @@ impl Port {
             return false;
         }
         self.shadow[j] = new;
+        self.scans_since_write = 0;
         let offset = (j * 4) as u32;
         if !self.config.memory_enabled() {
             // A master abort on real hardware: the write never arrives [PCI 3.0 6.2.2].
@@ -142,6 +144,9 @@ impl Port {
             }
         }
         self.poll_queue_controls();
+        // Bit-banged buses are clocked every microsecond or so: answered every iteration.
+        self.apply_if_changed(I2CCTL);
+        self.apply_if_changed(EEC);
         for k in 0..self.active_rx.len() {
             let q = self.active_rx[k];
             if let Some(t) = self.doorbell(rdt(q)) {
@@ -265,8 +270,18 @@ impl Port {
                 let w = self.reg(MSRWD);
                 self.set_reg(MSRWD, 0xFFFF_0000 | (w & 0xFFFF));
             }
-            AUTOC => value &= !AUTOC_AN_RESTART, // self-clearing; link stays up
-            I2CCTL => value = (value & 0b1010) | ((value >> 1) & 0b0101), // empty cage: inputs follow outputs
+            AUTOC => {
+                // Self-clearing; the link stays up. The arbitration state machine leaves its
+                // idle state at once (an SFI link partner is always there).
+                if value & AUTOC_AN_RESTART != 0 {
+                    self.set_reg(ANLP1, (self.reg(ANLP1) & !ANLP1_AN_STATE_MASK) | (1 << 16));
+                }
+                value &= !AUTOC_AN_RESTART;
+            }
+            EEC | I2CCTL => {
+                self.drive_serial_pins(canon, new, value);
+                return false;
+            }
             // Promiscuous and all-multicast are switched at run time by Linux (set_rx_mode) and
             // DPDK (promiscuous_enable), receive enabled: only the other bits count.
             FCTRL if (old ^ value) & !(FCTRL_UPE | FCTRL_MPE) != 0 && self.reg(RXCTRL) & RXCTRL_RXEN != 0 => self.lint.warn(
@@ -284,6 +299,25 @@ impl Port {
         }
         self.store(canon, offset, new, value);
         false
+    }
+
+    /// EEC's EEPROM pins or I2CCTL's two-wire bus changed: the device answers on the input
+    /// bits. The driver clocks these a bit per microsecond and may write again while nicsim
+    /// answers, so the answer replaces only the value it answers ([`Port::publish_inputs`]).
+    fn drive_serial_pins(&mut self, canon: u32, written: u32, value: u32) {
+        let answer = if canon == EEC {
+            // The grant comes at once: no firmware competes for the EEPROM [DS 8.2.3.2.1].
+            let granted = value & EEC_REQ != 0;
+            let dout =
+                granted && self.spi.drive(&self.eeprom, value & EEC_SK != 0, value & EEC_CS != 0, value & EEC_DI != 0);
+            (value & !(EEC_GNT | EEC_DO)) | if granted { EEC_GNT } else { 0 } | if dout { EEC_DO } else { 0 }
+        } else {
+            let (scl, sda) = self.sfp.drive(value & I2CCTL_SCL_OUT != 0, value & I2CCTL_SDA_OUT != 0);
+            (value & !(I2CCTL_SCL_IN | I2CCTL_SDA_IN))
+                | if scl { I2CCTL_SCL_IN } else { 0 }
+                | if sda { I2CCTL_SDA_IN } else { 0 }
+        };
+        self.publish_inputs(canon, written, answer);
     }
 
     fn store(&mut self, canon: u32, offset: u32, written: u32, value: u32) {
