@@ -25,6 +25,12 @@ struct Cli {
     command: Cmd,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SfpCage {
+    Sr,
+    None,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Create the devices and run the engine until SIGINT/SIGTERM or `nicsim shutdown`.
@@ -47,6 +53,10 @@ enum Cmd {
         /// Milliseconds link setup takes after power-on, CTRL.LNK_RST or `nicsim link up`.
         #[arg(long, default_value_t = nicsim::port::DEFAULT_LINK_UP.as_millis() as u64)]
         link_up_ms: u64,
+        /// What the SFP+ cages hold: an Intel 10GBASE-SR module, or nothing (the I2C bus then
+        /// never answers, and drivers carry on without a module).
+        #[arg(long, value_enum, default_value_t = SfpCage::Sr)]
+        sfp: SfpCage,
     },
     /// Run CMD in a private mount namespace where nicsim's functions are /sys/bus/pci/devices.
     Exec {
@@ -346,11 +356,19 @@ fn main() -> ExitCode {
 fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
     let session = Session::connect(root);
     match cmd {
-        Cmd::Serve { ports, cable, link_gbps, cpu, bound, link_up_ms } => {
+        Cmd::Serve { ports, cable, link_gbps, cpu, bound, link_up_ms, sfp } => {
             platform::signals::install_termination_flag().map_err(|e| e.to_string())?;
             let link_up = Duration::from_millis(link_up_ms);
-            let opts =
-                ServeOptions { ports, root: root.to_path_buf(), cables: cable, gbps: link_gbps, cpu, bound, link_up };
+            let opts = ServeOptions {
+                ports,
+                root: root.to_path_buf(),
+                cables: cable,
+                gbps: link_gbps,
+                cpu,
+                bound,
+                link_up,
+                sfp: sfp == SfpCage::Sr,
+            };
             let creates_root = !root.exists();
             let server = Server::start(&opts)?;
             // Only now: a guardian of a server that did not start would remove another's devices.
@@ -483,14 +501,51 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
 
 /// The first line `nicsim exec` prints: the one difference a driver's own output can hide.
 const EXEC_BANNER: &str = "nicsim exec: statistics registers count totals since reset and do not clear on read as on \
-the card: a driver that adds up successive reads shows k times the rate in second k (docs/nicsim.md, counters)";
+the card: a driver that adds up successive reads (DPDK does) over-counts after its second read, e.g. testpmd's \
+--stats-period and `show port stats` (docs/dpdk.md); nicsim's exact counts follow when the command exits";
 
+/// Runs `command` where nicsim's functions are the machine's (see `nicsim::exec`), then prints
+/// nicsim's own counts beside whatever the command printed, and exits as the command did.
 fn exec(root: &Path, uio: bool, command: &[String]) -> Result<(), String> {
-    use std::os::unix::process::CommandExt;
     nicsim::exec::enter(root, uio)?;
     eprintln!("{EXEC_BANNER}");
-    let err = std::process::Command::new(&command[0]).args(&command[1..]).exec();
-    Err(format!("cannot run {}: {err}", command[0]))
+    platform::signals::install_termination_flag().map_err(|e| e.to_string())?;
+    let mut cmd = std::process::Command::new(&command[0]);
+    cmd.args(&command[1..]);
+    let mut child = platform::process::die_with_parent(&mut cmd)
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e} (is it installed and on PATH?)", command[0]))?;
+    let mut forwarded = false;
+    let status = loop {
+        if let Some(s) = child.try_wait().map_err(|e| format!("waiting for {}: {e}", command[0]))? {
+            break s;
+        }
+        // SIGINT from a terminal reaches the command too; SIGTERM is passed on once.
+        if platform::signals::terminate_requested() && !forwarded {
+            let _ = platform::signals::send(child.id(), platform::signals::Signal::Terminate);
+            forwarded = true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if let Ok(stats) = Session::connect(root).stats() {
+        eprintln!("nicsim exec: nicsim's own counts, exact (a driver's may differ: docs/nicsim.md, counters):");
+        for p in &stats.ports {
+            eprintln!(
+                "nicsim exec:   port {} ({}): generated {} | sink {} (lost {}) | since the last device reset: to the driver {}, missed {}, no descriptor {}, driver sent {}",
+                p.port,
+                nicsim::sysfs::port_address(p.port),
+                p.generated,
+                p.sink_packets,
+                p.streams.iter().map(|(_, st)| st.lost).sum::<u64>(),
+                p.device.qprc.iter().sum::<u64>(),
+                p.device.mpc,
+                p.device.qprdc.iter().sum::<u64>(),
+                p.device.gptc,
+            );
+        }
+    }
+    use std::os::unix::process::ExitStatusExt;
+    std::process::exit(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 
 fn print_totals(s: &Stats) -> Result<(), String> {

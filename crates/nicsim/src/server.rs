@@ -42,6 +42,8 @@ pub struct ServeOptions {
     pub bound: bool,
     /// How long link setup takes after power-on, CTRL.LNK_RST or a cable plugged in.
     pub link_up: std::time::Duration,
+    /// An SFP+ module in every cage (false: the cages are empty).
+    pub sfp: bool,
 }
 
 /// A running server.
@@ -97,6 +99,7 @@ impl Server {
             let bar = map(&f.resource0, BAR0_LEN)?;
             let mut port = Port::new(n, bar, config, (n % 8) as u32, opts.gbps);
             port.set_link_setup(opts.link_up);
+            port.set_sfp_module(opts.sfp);
             let m = port.mac();
             info_ports.push(PortInfo {
                 port: n,

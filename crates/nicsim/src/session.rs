@@ -67,6 +67,7 @@ impl Session {
             cpu: opts.cpu,
             bound: opts.bound,
             link_up: opts.link_up,
+            sfp: true,
         };
         Ok(Session { link: Link::InProcess(Server::start(&serve)?), root, _scratch: Some(scratch) })
     }

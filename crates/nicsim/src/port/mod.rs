@@ -331,6 +331,11 @@ impl Port {
         self.restart_link();
     }
 
+    /// Plugs the SFP+ module in (`true`) or leaves the cage empty.
+    pub fn set_sfp_module(&mut self, present: bool) {
+        self.sfp = if present { sfp::Sfp::default() } else { sfp::Sfp::empty() };
+    }
+
     /// How long link setup takes from now on; restarts it.
     pub fn set_link_setup(&mut self, setup: std::time::Duration) {
         self.link.setup = setup;

@@ -80,6 +80,8 @@ pub struct Sfp {
     page: u8,
     pointer: u8,
     pull_low: bool,
+    /// False for an empty cage: nothing answers, the lines read back as driven.
+    present: bool,
 }
 
 impl Default for Sfp {
@@ -94,13 +96,22 @@ impl Default for Sfp {
             page: ID_PAGE,
             pointer: 0,
             pull_low: false,
+            present: true,
         }
     }
 }
 
 impl Sfp {
+    /// An empty cage.
+    pub fn empty() -> Sfp {
+        Sfp { present: false, ..Sfp::default() }
+    }
+
     /// The master's outputs as it left them; returns (SCL, SDA) as the bus carries them.
     pub fn drive(&mut self, scl_out: bool, sda_out: bool) -> (bool, bool) {
+        if !self.present {
+            return (scl_out, sda_out);
+        }
         let sda = sda_out && !self.pull_low;
         let (was_scl, was_sda) = (self.scl, self.sda);
         self.scl = scl_out;
@@ -248,6 +259,7 @@ mod tests {
         }
         assert_eq!(read_byte(&mut m, 0x21, 0), None, "no device at another address");
         assert_eq!(read_byte(&mut m, ID_PAGE, 0), Some(0x03), "the bus is usable after a NACK");
+        assert_eq!(read_byte(&mut Sfp::empty(), ID_PAGE, 0), None, "an empty cage never answers");
     }
 
     #[test]
