@@ -83,7 +83,14 @@ impl Port {
         if self.removed {
             return;
         }
-        let c = self.counters.clone();
+        let mut c = self.counters.clone();
+        // The PAUSE frames the port sends count as good multicast 64-byte frames sent, as Linux
+        // and DPDK expect (both subtract LXONTXC + LXOFFTXC from GPTC, MPTC and GOTC).
+        let pauses = self.flow.stats.xon_sent + self.flow.stats.xoff_sent;
+        c.gptc += pauses;
+        c.mptc += pauses;
+        c.tpt += pauses;
+        c.gotc += pauses * 64;
         let put = |p: &mut Self, off: u32, v: u64| {
             if p.reg(off) != v as u32 {
                 p.set_reg(off, v as u32);
