@@ -146,7 +146,7 @@ impl<D: DmaSpace> Engine<D> {
             // input's RX queue (TinyNF does): it must be running before the first frame is
             // received, as on the card, not up to a slow-path period later.
             for p in ports.iter_mut() {
-                p.scan_all();
+                p.apply_pending_writes();
             }
         }
         for i in 0..ports.len() {

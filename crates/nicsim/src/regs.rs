@@ -309,6 +309,9 @@ pub fn queue_register(offset: u32) -> Option<(Direction, u32, QueueRegister)> {
     Some((direction, q, name))
 }
 
+/// The queue statistic mapping registers RQSMR(0–31) and TQSM(0–31) [DS 8.2.3.8.9, 8.2.3.9.14].
+pub const QUEUE_STATISTICS_MAPS: [std::ops::RangeInclusive<u32>; 2] = [rqsmr(0)..=rqsmr(31), tqsm(0)..=tqsm(31)];
+
 /// The receive address registers RAL(0)–RAH(127) [DS 8.2.3.7.8, 8.2.3.7.9].
 pub const RAR_RANGE: std::ops::RangeInclusive<u32> = ral(0)..=rah(127);
 

@@ -8,14 +8,16 @@
 //! both the BAR and the shadow.
 //!
 //! Each file holds one `impl Port` block: [`registers`] (driver writes and their effects),
-//! [`rx`] (receive, packet buffer), [`rx_run`] (the receive fast path), [`tx`] (both transmit
-//! paths) with [`tx_output`] (where sent frames go), [`faults`] (DMA faults), [`hostile`]
-//! (faults injected on purpose), [`link`] and [`stats`].
+//! [`order`] (the order in which they take effect), [`rx`] (receive, packet buffer),
+//! [`rx_run`] (the receive fast path), [`tx`] (both transmit paths) with [`tx_output`] (where
+//! sent frames go), [`faults`] (DMA faults), [`hostile`] (faults injected on purpose), [`link`]
+//! and [`stats`].
 
 mod eeprom;
 mod faults;
 mod hostile;
 mod link;
+mod order;
 mod registers;
 mod rx;
 mod rx_run;
@@ -30,7 +32,7 @@ pub use hostile::HostileWrite;
 pub use link::{Link, DEFAULT_LINK_UP, EICR_LSC};
 pub use registers::{PRIORITY_REGISTERS, SWEEP_DWORDS};
 pub use rx_run::{RxRun, RX_WRITE_BACK_CHUNK};
-pub use stats::{DeviceCounters, Drops, InFlight, QueueState};
+pub use stats::{DeviceCounters, Drops, InFlight, QueueSetup, QueueState};
 pub use tx_output::{TxBatch, TxOutput};
 
 use crate::dma;
@@ -111,26 +113,26 @@ fn owned_between(head: u32, tail: u32, size: u32) -> u32 {
 /// What the per-frame receive and transmit paths need from the registers. Registers change
 /// only when [`Port::scan`] applies driver writes (or on reset), so it is derived there, and
 /// the per-frame paths read no register.
-#[derive(Debug, Clone, Copy, Default)]
-struct PathConfig {
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PathConfig {
     /// RXCTRL.RXEN, SECRXCTRL.RX_DIS clear, bus mastering, no master disable.
-    rx_open: bool,
+    pub rx_open: bool,
     /// DMATXCTL.TE, bus mastering, no master disable.
-    tx_open: bool,
+    pub tx_open: bool,
     /// HLREG0.RXCRCSTRP [DS 8.2.3.22.8].
-    strip_crc: bool,
+    pub strip_crc: bool,
     /// Longest accepted frame on the wire, FCS included, untagged and VLAN-tagged: MAXFRS.MFS
     /// with HLREG0.JUMBOEN, otherwise 1518 / 1522 [DS 8.2.3.22.13].
-    max_untagged: usize,
-    max_tagged: usize,
+    pub max_untagged: usize,
+    pub max_tagged: usize,
     /// FCTRL [DS 8.2.3.7.1].
-    fctrl: u32,
+    pub fctrl: u32,
     /// HLREG0.TXCRCEN, TXPADEN, LPBK.
-    tx_crc: bool,
-    tx_pad: bool,
-    loopback: bool,
+    pub tx_crc: bool,
+    pub tx_pad: bool,
+    pub loopback: bool,
     /// TXPBSIZE(0) in bytes: how far ahead of the wire frames may be taken [DS 8.2.3.9.13].
-    tx_packet_buffer: u64,
+    pub tx_packet_buffer: u64,
 }
 
 /// A port of the simulated card.
@@ -173,6 +175,12 @@ pub struct Port {
     pub tx_wire: WireClock,
     pub resets: u64,
     sweep: usize,
+    /// Dwords of the BAR each scan looks at besides the priority registers.
+    sweep_window: usize,
+    /// [`Port::apply_pending_writes`] is under way: writes found are applied, not deferred.
+    applying_pending: bool,
+    /// The dwords that pass found changed (kept to reuse its allocation).
+    pending: Vec<usize>,
     /// Surprise-removed ([`Port::remove`]): BAR0 and configuration space read all-ones and
     /// the port does nothing more.
     pub removed: bool,
@@ -241,6 +249,9 @@ impl Port {
             tx_wire: WireClock::new(gbps),
             resets: 0,
             sweep: 0,
+            sweep_window: SWEEP_DWORDS,
+            applying_pending: false,
+            pending: Vec::new(),
             removed: false,
             link: Link::new(DEFAULT_LINK_UP),
             stall_until_ps: 0,

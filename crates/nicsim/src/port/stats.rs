@@ -75,6 +75,22 @@ pub struct QueueState {
     pub size: u32,
 }
 
+/// What a queue took from its registers when it was enabled, and its statistics mapping:
+/// for tests that check the device acted on what the driver wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueSetup {
+    pub base: u64,
+    pub size: u32,
+    /// Receive buffer bytes (SRRCTL.BSIZEPACKET), advanced descriptors, DROP_EN; receive only.
+    pub buffer_size: usize,
+    pub advanced: bool,
+    pub drop_en: bool,
+    /// Head write-back address (TDWBAL/TDWBAH with the enable bit); transmit only.
+    pub head_write_back: Option<u64>,
+    /// The counter set of QPRC/QPTC this queue counts in (RQSMR / TQSM).
+    pub statistics: usize,
+}
+
 impl Port {
     /// Writes the statistics registers. Counters are totals since reset, truncated to the
     /// register width (32 bits; 36 bits for octet L/H pairs): a plain memory read cannot clear
@@ -192,6 +208,42 @@ impl Port {
     pub fn tx_queue_state(&self, q: usize) -> QueueState {
         let t = &self.tx[q];
         QueueState { enabled: t.enabled, faulted: t.faulted, head: t.head, tail: t.tail, size: t.size }
+    }
+
+    /// Receive queue `q`'s setup as the device took it.
+    pub fn rx_queue_setup(&self, q: usize) -> QueueSetup {
+        let r = &self.rx[q];
+        QueueSetup {
+            base: r.base,
+            size: r.size,
+            buffer_size: r.buf_size,
+            advanced: r.advanced,
+            drop_en: r.drop_en,
+            head_write_back: None,
+            statistics: r.stat,
+        }
+    }
+
+    /// Transmit queue `q`'s setup as the device took it.
+    pub fn tx_queue_setup(&self, q: usize) -> QueueSetup {
+        let t = &self.tx[q];
+        QueueSetup { base: t.base, size: t.size, head_write_back: t.head_wb, statistics: t.stat, ..Default::default() }
+    }
+
+    /// What the receive and transmit paths took from the registers at the last look.
+    pub fn path_config(&self) -> super::PathConfig {
+        self.paths
+    }
+
+    /// The valid receive addresses (RAL/RAH with AV) as the filter holds them.
+    pub fn receive_addresses(&self) -> Vec<[u8; 6]> {
+        self.rar
+            .iter()
+            .map(|k| {
+                let b = k.to_le_bytes();
+                [b[0], b[1], b[2], b[3], b[4], b[5]]
+            })
+            .collect()
     }
 
     /// Enabled receive queues.
