@@ -36,7 +36,10 @@ fn run(args: Cli) -> Result<(), String> {
         .or_else(|| manifest::repository_of(&binary))
         .or_else(|| std::env::current_exe().ok().and_then(|e| manifest::repository_of(&e)))
         .unwrap_or_else(|| PathBuf::from("."));
-    let table = audit::sizes::table_of(&manifest::Manifest::load(&root)?, &root, &binary);
+    let drivers = manifest::Manifest::load(&root)?;
+    let built: Vec<String> = drivers.drivers.iter().flat_map(|d| d.built_paths()).collect();
+    manifest::isa::check_built(&root, &built, "audit")?;
+    let table = audit::sizes::table_of(&drivers, &root, &binary);
     let report = audit::audit(&audit::Options { binary, root, table })?;
     if args.json {
         cli::outln!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?)?;

@@ -124,6 +124,13 @@ impl DriverEntry {
         self.binary.as_deref().map(|b| isa::resolve(b).replace("{mode}", mode))
     }
 
+    /// The paths built for one level: its binary and the words of its command that name
+    /// `{isa}` (for [`isa::check_built`]).
+    pub fn built_paths(&self) -> Vec<String> {
+        let words = self.command.split_whitespace().filter(|w| w.contains(isa::PLACEHOLDER));
+        self.binary.iter().map(String::as_str).chain(words).map(str::to_string).collect()
+    }
+
     /// The name as a Rust identifier (for test modules): `c-clang` → `c_clang`.
     pub fn ident(&self) -> String {
         self.name.replace('-', "_")

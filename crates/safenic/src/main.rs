@@ -234,7 +234,12 @@ enum BenchProfile {
 fn bench_options(modes: Vec<Mode>, selection: Selection, profile: report::Profile) -> Result<report::Options, String> {
     let exe = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
     let root = selection.root.or_else(|| manifest::repository_of(&exe)).unwrap_or_else(|| PathBuf::from("."));
-    let listed = bench::drivers_of(&manifest::Manifest::load(&root)?, &root, &exe);
+    let drivers = manifest::Manifest::load(&root)?;
+    let chosen = |name: &str| selection.only.is_empty() || selection.only.iter().any(|o| o == name);
+    let built: Vec<String> =
+        drivers.drivers.iter().filter(|d| d.bench && chosen(&d.name)).flat_map(|d| d.built_paths()).collect();
+    manifest::isa::check_built(&root, &built, "bench")?;
+    let listed = bench::drivers_of(&drivers, &root, &exe);
     for name in &selection.only {
         if !listed.iter().any(|d| &d.name == name) {
             return Err(format!("--only {name}: no driver of that name with `bench = true` in {}", manifest::MANIFEST));
