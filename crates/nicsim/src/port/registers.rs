@@ -159,6 +159,9 @@ impl Port {
             rescanned = self.apply_if_changed(rxdctl(default));
         }
         self.poll_queue_controls();
+        // A reset is polled for 10 x 1 µs by DPDK's ixgbe_reset_hw_82599, which fails the port's
+        // start if CTRL.RST is still set [DS 4.6.3.2: the reset completes in about a microsecond].
+        self.apply_if_changed(CTRL);
         // Bit-banged buses are clocked every microsecond or so: answered every iteration.
         self.apply_if_changed(I2CCTL);
         self.apply_if_changed(EEC);
