@@ -75,6 +75,9 @@ pub struct Engine<D: DmaSpace> {
     late_count: u64,
     late_recent: VecDeque<(u64, u64)>,
     monotonic_start_ns: u64,
+    /// Device resets the slow path has checked for a second mapper: a reset may happen in
+    /// the fast path's doorbell poll as well as in a sweep.
+    resets_checked: u64,
 }
 
 impl<D: DmaSpace> Engine<D> {
@@ -113,6 +116,7 @@ impl<D: DmaSpace> Engine<D> {
             late_count: 0,
             late_recent: VecDeque::with_capacity(LATE_DOORBELLS_KEPT),
             monotonic_start_ns,
+            resets_checked: 0,
         }
     }
 
@@ -273,13 +277,13 @@ impl<D: DmaSpace> Engine<D> {
     /// The slow path: register scan, statistics, housekeeping, hostile write-backs.
     pub fn scan(&mut self) {
         self.write_back_hostile(self.now_ps());
-        let resets = |ports: &[Port]| ports.iter().map(|p| p.resets).sum::<u64>();
-        let before = resets(&self.ports);
         for p in self.ports.iter_mut() {
             p.scan();
             p.publish_counters();
         }
-        if resets(&self.ports) != before {
+        let resets = self.ports.iter().map(|p| p.resets).sum::<u64>();
+        if resets != self.resets_checked {
+            self.resets_checked = resets;
             // A driver resets a function as it takes it: is another process mapping it too?
             let mappers = self.dma.bar_mappers();
             for (p, pids) in self.ports.iter_mut().zip(mappers) {
