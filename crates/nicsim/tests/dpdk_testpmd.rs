@@ -4,7 +4,8 @@
 //!
 //! The verdict does not depend on the host: flow control holds the generators whenever
 //! testpmd falls behind (no frame is missed), and testpmd retries a full transmit ring instead
-//! of dropping.
+//! of dropping. Only DPDK's port start has a deadline nicsim cannot promise on a shared core
+//! (10 µs for a reset); a start that misses it is retried, at most [`START_ATTEMPTS`] times.
 
 mod common;
 
@@ -38,19 +39,21 @@ fn accumulated(log: &str, label: &str) -> Option<u64> {
     after.split_whitespace().next()?.parse().ok()
 }
 
-#[test]
-fn testpmd_forwards_every_frame_exactly_once() {
-    let testpmd = testpmd();
-    let sim = Nicsim::start("testpmd", &[]);
+/// How many times testpmd is started when a port fails DPDK's 10 µs CTRL.RST poll, which
+/// nicsim meets only while its engine has a core (docs/dpdk.md, "A reset has 10 µs").
+const START_ATTEMPTS: u32 = 3;
+
+/// testpmd, forwarding, and the path of its log; `Err` with the log when a port failed to start.
+fn start_testpmd(sim: &Nicsim, attempt: u32) -> Result<(Reaped, std::path::PathBuf), String> {
     let commands = sim.scratch_file("testpmd.cmd");
     std::fs::write(&commands, COMMANDS).unwrap();
-    let log_path = sim.scratch_file("testpmd.log");
+    let log_path = sim.scratch_file(&format!("testpmd-{attempt}.log"));
     let log = std::fs::File::create(&log_path).unwrap();
     let root = sim.root.to_str().unwrap().to_string();
     let mut run = Reaped::spawn(
         Command::new(BIN)
             // Line-buffered, so that "Press enter to exit" (forwarding has started) shows at once.
-            .args(["--root", &root, "exec", "--uio", "--", "stdbuf", "-oL", testpmd, "-l", "0-1", "-n", "1"])
+            .args(["--root", &root, "exec", "--uio", "--", "stdbuf", "-oL", testpmd(), "-l", "0-1", "-n", "1"])
             .arg("--in-memory")
             .args(["-a", A, "-a", B, "--", "--auto-start", &format!("--cmdline-file={}", commands.display())])
             .stdin(Stdio::piped())
@@ -65,9 +68,29 @@ fn testpmd_forwards_every_frame_exactly_once() {
         assert!(Instant::now() < deadline, "testpmd did not start forwarding in 120 s:\n{}", read_log());
         std::thread::sleep(Duration::from_millis(100));
     }
-    // "Operation not permitted" here is DPDK's 10 µs poll of CTRL.RST, which nicsim answers
-    // only while it has a core (docs/dpdk.md).
-    assert!(!read_log().contains("Fail to start port"), "testpmd could not start a port:\n{}", read_log());
+    if read_log().contains("Fail to start port") {
+        run.take_stdin().unwrap().write_all(b"\n").unwrap();
+        let _ = run.wait_for_exit(Duration::from_secs(60));
+        return Err(read_log());
+    }
+    Ok((run, log_path))
+}
+
+#[test]
+fn testpmd_forwards_every_frame_exactly_once() {
+    let sim = Nicsim::start("testpmd", &[]);
+    let mut attempt = 1;
+    let (mut run, log_path) = loop {
+        match start_testpmd(&sim, attempt) {
+            Ok(started) => break started,
+            Err(_) if attempt < START_ATTEMPTS => {
+                eprintln!("testpmd attempt {attempt}: a port failed DPDK's 10 µs reset poll; starting testpmd again");
+                attempt += 1;
+            }
+            Err(log) => panic!("testpmd could not start a port in {START_ATTEMPTS} attempts:\n{log}"),
+        }
+    };
+    let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     if let Err(e) = sim.wait_ports_up(Duration::from_secs(30), || Ok(())) {
         panic!("{e}; testpmd's log:\n{}", read_log());
     }
