@@ -184,9 +184,11 @@ impl<'a> Device<'a> {
         self.regs.at(r).read()
     }
 
-    /// Writes a register for safe code outside this crate: any register but those that hold
-    /// a DMA address ([`is_dma_address`]), which only the queues and agents of this crate
-    /// write (through `set_input` and `add_output`), from a [`DmaAddr`] of their memory.
+    /// Writes a register for safe code outside this crate: only those of
+    /// [`APPLICATION_WRITABLE`] (interrupt masks, receive filters, flow control, LEDs,
+    /// statistics mapping), none of which can make the device read or write memory. Ring
+    /// addresses, lengths, buffer sizes, heads, tails, enables and resets are written only by
+    /// this crate's queues and agents, from memory they own.
     ///
     /// The crate's own writes do not compile elsewhere:
     ///
@@ -196,9 +198,11 @@ impl<'a> Device<'a> {
     /// }
     /// ```
     pub fn write_register(&self, r: Reg, v: u32) -> Result<(), DriverError> {
-        if is_dma_address(r) {
+        if !is_application_writable(r) {
             return Err(DriverError::Invalid(format!(
-                "register {:#07x} holds a DMA address: give the device memory through set_input or add_output",
+                "register {:#07x} is not one an application may write (it can make the device reach memory, or \
+                 reset it): give the device memory through the queue API (RxQueue, TxQueue, Agent); the registers \
+                 open to applications are ixgbe::regs::APPLICATION_WRITABLE",
                 r.get() * 4
             )));
         }

@@ -29,19 +29,37 @@ const fn queue_reg(base: usize, stride: usize, q: QueueIndex) -> Reg {
     reg(base + stride * q.get())
 }
 
-/// Whether `r` holds a DMA address the device will use: a ring base (RDBAL/RDBAH,
-/// TDBAL/TDBAH) or a head write-back address (TDWBAL/TDWBAH) [DS 8.2.3.8.1, 8.2.3.9.5,
-/// 8.2.3.9.11]. Safe code may not write these directly (see `Device::write_register`).
-pub fn is_dma_address(r: Reg) -> bool {
+/// Registers that safe code outside this crate may write with [`crate::Device::write_register`],
+/// as byte-offset ranges `[start, end)`: only those whose every bit is free of a DMA address,
+/// a ring or buffer length or size, a queue or DMA enable, a head or tail, and a reset. The
+/// rest (the queue registers of [DS 8.2.3.8, 8.2.3.9], RXCTRL, DMATXCTL, CTRL, the FCoE DMA
+/// context FCPTRL/FCPTRH/FCBUFF/FCDMARW [DS 8.2.3.19], RSC, DCA, packet-split and every
+/// register not named here) only this crate's typed queue API writes.
+pub const APPLICATION_WRITABLE: &[(usize, usize, &str)] = &[
+    (0x00200, 0x00204, "LEDCTL [DS 8.2.3.1.5]"),
+    (0x00880, 0x00884, "EIMS [DS 8.2.3.5.3]"),
+    (0x00888, 0x0088C, "EIMC [DS 8.2.3.5.4]"),
+    (0x00AA0, 0x00AA8, "EIMS_EX [DS 8.2.3.5.7]"),
+    (0x00AB0, 0x00AB8, "EIMC_EX [DS 8.2.3.5.8]"),
+    (0x02300, 0x02380, "RQSMR, queue statistics mapping [DS 8.2.3.8.9]"),
+    (0x03200, 0x03210, "FCTTV, pause time [DS 8.2.3.3.2]"),
+    (0x03220, 0x03240, "FCRTL, XON threshold [DS 8.2.3.3.3]"),
+    (0x03260, 0x03280, "FCRTH, XOFF threshold [DS 8.2.3.3.4]"),
+    (0x032A0, 0x032A4, "FCRTV, pause refresh [DS 8.2.3.3.5]"),
+    (0x03D00, 0x03D04, "FCCFG, flow control [DS 8.2.3.3.7]"),
+    (0x04294, 0x04298, "MFLCN, flow control [DS 8.2.3.22.34]"),
+    (0x05080, 0x05084, "FCTRL, receive filter [DS 8.2.3.7.1]"),
+    (0x05090, 0x05094, "MCSTCTRL, multicast filter [DS 8.2.3.7.2]"),
+    (0x05200, 0x05400, "MTA, multicast table [DS 8.2.3.7.7]"),
+    (0x08600, 0x08680, "TQSM, queue statistics mapping [DS 8.2.3.9.13]"),
+    (0x0A000, 0x0A200, "VFTA, VLAN filter [DS 8.2.3.7.15]"),
+    (0x0A200, 0x0AA00, "RAL/RAH, receive addresses [DS 8.2.3.7.9, 8.2.3.7.10]"),
+];
+
+/// Whether safe code outside this crate may write `r` ([`APPLICATION_WRITABLE`]).
+pub fn is_application_writable(r: Reg) -> bool {
     let offset = r.get() * 4;
-    let slot = offset % 0x40;
-    if (0x01000..0x02000).contains(&offset) || (0x0D000..0x0E000).contains(&offset) {
-        slot == 0x00 || slot == 0x04
-    } else if (0x06000..0x08000).contains(&offset) {
-        slot == 0x00 || slot == 0x04 || slot == 0x38 || slot == 0x3C
-    } else {
-        false
-    }
+    APPLICATION_WRITABLE.iter().any(|&(start, end, _)| (start..end).contains(&offset))
 }
 
 // Largest queue-register offset used, checked at compile time.

@@ -10,7 +10,8 @@ mod common;
 
 use ixgbe::queues::{QueueMemory, RxQueue, TxQueue};
 use ixgbe::regs::{
-    rdbah, rdbal, rxdctl, tdbah, tdbal, tdwbah, tdwbal, txdctl, QueueIndex, EIMC, RXDCTL_ENABLE, TXDCTL_ENABLE,
+    is_application_writable, rdbal, reg, rxdctl, txdctl, QueueIndex, APPLICATION_WRITABLE, BAR0_DWORDS, EIMC,
+    RXDCTL_ENABLE, TXDCTL_ENABLE,
 };
 use nicsim::session::Session;
 use std::time::Duration;
@@ -87,16 +88,74 @@ fn queues_enabled_before_an_error_are_disabled_again() {
     drop(rx);
 }
 
+/// Every register through which the device could be made to read or write memory, as an
+/// attacker would list them from the datasheet: ring bases, lengths, buffer sizes, heads,
+/// tails, enables, head write-back, DCA and RSC per queue [DS 8.2.3.8, 8.2.3.9, 8.2.3.11], for
+/// all 128 queues, then the global switches, resets and the FCoE DMA context [DS 8.2.3.19].
+fn registers_that_reach_memory() -> Vec<(usize, &'static str)> {
+    let mut all = Vec::new();
+    for q in 0..128 {
+        let rx = if q < 64 { 0x01000 + 0x40 * q } else { 0x0D000 + 0x40 * (q - 64) };
+        for (at, name) in [(0x00, "RDBAL"), (0x04, "RDBAH"), (0x08, "RDLEN"), (0x0C, "DCA_RXCTRL"), (0x10, "RDH")] {
+            all.push((rx + at, name));
+        }
+        for (at, name) in [(0x14, "SRRCTL"), (0x18, "RDT"), (0x28, "RXDCTL"), (0x2C, "RSCCTL")] {
+            all.push((rx + at, name));
+        }
+        let tx = 0x06000 + 0x40 * q;
+        for (at, name) in [(0x00, "TDBAL"), (0x04, "TDBAH"), (0x08, "TDLEN"), (0x0C, "DCA_TXCTRL"), (0x10, "TDH")] {
+            all.push((tx + at, name));
+        }
+        for (at, name) in [(0x18, "TDT"), (0x28, "TXDCTL"), (0x38, "TDWBAL"), (0x3C, "TDWBAH")] {
+            all.push((tx + at, name));
+        }
+    }
+    all.extend([
+        (0x00000, "CTRL"),
+        (0x00018, "CTRL_EXT"),
+        (0x00898, "GPIE"),
+        (0x02410, "FCPTRL"),
+        (0x02414, "FCPTRH"),
+        (0x02418, "FCBUFF"),
+        (0x02420, "FCDMARW"),
+        (0x02F00, "RDRXCTL"),
+        (0x03000, "RXCTRL"),
+        (0x03C00, "RXPBSIZE"),
+        (0x04240, "HLREG0"),
+        (0x04268, "MAXFRS"),
+        (0x04A80, "DMATXCTL"),
+        (0x051E0, "PFVFRE"),
+        (0x05100, "FCRXCTRL"),
+        (0x08100, "DTXMXSZRQ"),
+        (0x08110, "PFVFTE"),
+        (0x08800, "SECTXCTRL"),
+        (0x08D00, "SECRXCTRL"),
+        (0x0CC00, "TXPBSIZE"),
+        (0x0EA00, "PSRTYPE"),
+        (0x0EC80, "MRQC"),
+        (0x11070, "DCA_ID"),
+        (0x11074, "DCA_CTRL"),
+    ]);
+    all
+}
+
 #[test]
-fn safe_code_cannot_give_the_device_an_address() {
+fn safe_code_cannot_point_enable_or_size_the_device_s_dma() {
     let sim = common::nicsim("register-allowlist");
     let port = common::port(&sim, 0);
     let d = port.device();
-    let q = QueueIndex::new(3);
-    for r in [rdbal(q), rdbah(q), tdbal(q), tdbah(q), tdwbal(q), tdwbah(q)] {
-        let e = d.write_register(r, 0x1000).expect_err("a DMA-address register is refused");
-        assert!(e.to_string().contains("holds a DMA address"), "{e}");
-        assert_eq!(d.read(r), 0, "and left alone");
+    for (offset, name) in registers_that_reach_memory() {
+        let r = reg(offset);
+        let before = d.read(r);
+        let e = d.write_register(r, before ^ 0x0200_1000).expect_err(name);
+        assert!(e.to_string().contains("not one an application may write"), "{name}: {e}");
+        assert_eq!(d.read(r), before, "{name} left alone");
     }
-    d.write_register(EIMC, 0x7FFF_FFFF).expect("other registers may be written");
+    // An allowlist: what is open is exactly the listed ranges, nothing of the list above.
+    let open = (0..BAR0_DWORDS).filter(|&i| is_application_writable(reg(4 * i))).count();
+    assert_eq!(open, APPLICATION_WRITABLE.iter().map(|(s, e, _)| (e - s) / 4).sum::<usize>());
+    d.write_register(EIMC, 0x7FFF_FFFF).expect("an interrupt mask may be written");
+    d.write_register(reg(0x0A200 + 8 * 5), 0x1234_5678).expect("a receive address may be written");
+    settle();
+    assert_eq!(d.read(reg(0x0A200 + 8 * 5)), 0x1234_5678);
 }
