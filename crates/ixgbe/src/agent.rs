@@ -237,11 +237,21 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
 
     /// Processes up to [`FLUSH_PERIOD`] received packets: `handler(buffer, length, lengths)`
     /// sets `lengths[o]` to the number of bytes to send on output `o` (zero: not sent there;
-    /// all are zero on entry). Returns how many packets were processed.
+    /// all are zero on entry). Returns how many packets were processed. The buffer is the
+    /// handler's for that call only: once its descriptor is handed on, the device owns it.
+    ///
+    /// ```compile_fail
+    /// # use ixgbe::agent::{Agent, ConstOutputs};
+    /// # use ixgbe::PacketData;
+    /// # use invariants::VolatilePtr;
+    /// fn keep<'a>(agent: &mut Agent<'a, ConstOutputs<1>, 256>, kept: &mut Vec<VolatilePtr<'a, PacketData>>) {
+    ///     agent.run(|packet, _, _| kept.push(packet)); // to write it while it is sent
+    /// }
+    /// ```
     #[inline(always)]
     pub fn run(
         &mut self,
-        mut handler: impl FnMut(VolatilePtr<'a, PacketData>, PacketLength, &mut O::Array<PacketLength>),
+        mut handler: impl for<'p> FnMut(VolatilePtr<'p, PacketData>, PacketLength, &mut O::Array<PacketLength>),
     ) -> usize {
         let mut n = 0;
         // The ring position in a local, written back once: in `self`, it would be stored

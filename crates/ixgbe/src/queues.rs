@@ -24,9 +24,19 @@ pub struct Buffer<'a> {
 }
 
 impl<'a> Buffer<'a> {
-    /// The buffer's bytes (volatile access).
+    /// The buffer's bytes (volatile access), for as long as the buffer is borrowed: once it
+    /// moves (to a TX ring, the pool, another batch), its bytes are no longer the caller's.
+    ///
+    /// ```compile_fail,E0505
+    /// # use ixgbe::queues::{Batch, Buffer};
+    /// fn write_after_sending<'a>(b: Buffer<'a>, batch: &mut Batch<'a, 8>) {
+    ///     let bytes = b.data();
+    ///     let _ = batch.push(b); // handed on, e.g. to be sent
+    ///     bytes.copy_from(0, &[0xFF; 64]); // while the device reads it
+    /// }
+    /// ```
     #[inline(always)]
-    pub fn data(&self) -> VolatilePtr<'a, PacketData> {
+    pub fn data(&self) -> VolatilePtr<'_, PacketData> {
         self.data
     }
 }
