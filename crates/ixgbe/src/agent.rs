@@ -105,25 +105,39 @@ impl<const K: usize> Outputs for ConstOutputs<K> {
     }
 }
 
-/// Memory of one agent: buffers, rings and head write-back slots, laid out once.
-pub struct AgentMemory {
+/// Memory of one agent: `N` buffers, rings of `N` entries and head write-back slots, laid
+/// out once. The ring size is in the type, so an agent of another size does not fit:
+///
+/// ```compile_fail,E0308
+/// # use ixgbe::agent::{Agent, AgentMemory, ConstOutputs};
+/// # fn f<'a>(mem: &'a mut AgentMemory<128>, d: &ixgbe::Device<'a>) {
+/// let agent = Agent::<_, 256>::new(mem, d, &ConstOutputs::<1>.array(|_| *d), ConstOutputs::<1>);
+/// # }
+/// ```
+pub struct AgentMemory<const N: usize> {
     block: DmaBlock,
     buffers: usize,
     rings: Vec<usize>,
     heads: Vec<usize>,
 }
 
-impl AgentMemory {
-    /// Memory for an agent with `outputs` outputs and rings of `ring_size` entries.
-    pub fn allocate(outputs: usize, ring_size: usize) -> Result<AgentMemory, DriverError> {
+impl<const N: usize> AgentMemory<N> {
+    /// Memory for an agent with `outputs` outputs and rings of `N` entries.
+    pub fn allocate(outputs: usize) -> Result<Self, DriverError> {
         if !(1..=64).contains(&outputs) {
             return Err(DriverError::Invalid(format!("{outputs} outputs: an agent has 1 to 64 outputs")));
         }
+        if N < 2 * RECYCLE_PERIOD {
+            return Err(DriverError::Invalid(format!(
+                "rings of {N} entries: an agent needs at least {}",
+                2 * RECYCLE_PERIOD
+            )));
+        }
         let mut layout = Layout::default();
-        let buffers = layout.place(ring_size * BUFFER_SIZE, BUFFER_SIZE);
+        let buffers = layout.place(N * BUFFER_SIZE, BUFFER_SIZE);
         // Rings 128-byte aligned [DS 8.2.3.8.1]; heads in their own cache line, 16-byte
         // aligned as the device requires [DS 7.2.3.5.2].
-        let rings = (0..outputs).map(|_| layout.place(ring_size * 16, 128)).collect();
+        let rings = (0..outputs).map(|_| layout.place(N * 16, 128)).collect();
         let heads = (0..outputs).map(|_| layout.place(64, 64)).collect();
         Ok(AgentMemory { block: DmaBlock::allocate(layout.size())?, buffers, rings, heads })
     }
@@ -167,22 +181,21 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
     ///
     /// ```compile_fail,E0499
     /// # use ixgbe::agent::{Agent, AgentMemory, ConstOutputs};
-    /// # fn f<'a>(mem: &'a mut AgentMemory, d: &ixgbe::Device<'a>) {
+    /// # fn f<'a>(mem: &'a mut AgentMemory<256>, d: &ixgbe::Device<'a>) {
     /// let one = Agent::<_, 256>::new(mem, d, &ConstOutputs::<1>.array(|_| *d), ConstOutputs::<1>);
     /// let two = Agent::<_, 256>::new(mem, d, &ConstOutputs::<1>.array(|_| *d), ConstOutputs::<1>);
     /// # }
     /// ```
     pub fn new(
-        mem: &'a mut AgentMemory,
+        mem: &'a mut AgentMemory<N>,
         input: &Device<'a>,
         output_devices: &O::Array<Device<'a>>,
         outputs: O,
     ) -> Result<Self, DriverError> {
-        if mem.rings.len() != outputs.count() || N < 2 * RECYCLE_PERIOD {
+        if mem.rings.len() != outputs.count() {
             return Err(DriverError::Invalid(format!(
-                "agent memory for {} outputs and rings of {N} entries (at least {}) does not fit {} outputs",
+                "agent memory for {} outputs does not fit {} outputs",
                 mem.rings.len(),
-                2 * RECYCLE_PERIOD,
                 outputs.count()
             )));
         }

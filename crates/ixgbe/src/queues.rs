@@ -155,8 +155,16 @@ pub trait Transmit<'a> {
 /// Memory for the rings of one RX and one TX queue of `N` entries, a head slot and a pool of
 /// `pool` buffers. Its [`QueueMemory::parts`] are handed out together, once per exclusive
 /// borrow, and each is consumed by what uses it: no two queues share a ring and no two pools
-/// share a buffer.
-pub struct QueueMemory {
+/// share a buffer. The ring size is in the type, so a queue of another size does not fit:
+///
+/// ```compile_fail,E0308
+/// # use ixgbe::queues::{QueueMemory, RxQueue};
+/// # fn f<'a>(device: &ixgbe::Device<'a>, mem: &'a mut QueueMemory<8>) {
+/// let mut parts = mem.parts().unwrap();
+/// let rx = RxQueue::<256>::new(device, parts.rx, &mut parts.pool); // rings of 8 entries
+/// # }
+/// ```
+pub struct QueueMemory<const N: usize> {
     block: DmaBlock,
     rx_ring: usize,
     tx_ring: usize,
@@ -165,11 +173,12 @@ pub struct QueueMemory {
     pool: usize,
 }
 
-impl QueueMemory {
-    pub fn allocate(ring_size: usize, pool: usize) -> Result<Self, DriverError> {
+impl<const N: usize> QueueMemory<N> {
+    /// Rings of `N` entries and a pool of `pool` buffers.
+    pub fn allocate(pool: usize) -> Result<Self, DriverError> {
         let mut l = Layout::default();
-        let rx_ring = l.place(ring_size * 16, 128);
-        let tx_ring = l.place(ring_size * 16, 128);
+        let rx_ring = l.place(N * 16, 128);
+        let tx_ring = l.place(N * 16, 128);
         let head = l.place(64, 64);
         let buffers = l.place(BUFFER_SIZE, BUFFER_SIZE);
         let end = buffers + pool * BUFFER_SIZE;
@@ -181,13 +190,13 @@ impl QueueMemory {
     ///
     /// ```compile_fail,E0499
     /// # use ixgbe::queues::QueueMemory;
-    /// let mut mem = QueueMemory::allocate(8, 8).unwrap();
+    /// let mut mem = QueueMemory::<8>::allocate(8).unwrap();
     /// let first = mem.parts().unwrap();
     /// let second = mem.parts().unwrap(); // a second pool over the same buffers
     /// drop((first, second));
     /// ```
-    pub fn parts(&mut self) -> Result<QueueParts<'_>, DriverError> {
-        let mem: &QueueMemory = self;
+    pub fn parts(&mut self) -> Result<QueueParts<'_, N>, DriverError> {
+        let mem: &QueueMemory<N> = self;
         Ok(QueueParts {
             rx: RxRing { mem },
             tx: TxRing { mem },
@@ -197,31 +206,31 @@ impl QueueMemory {
 }
 
 /// What a [`QueueMemory`] holds, each part for one user.
-pub struct QueueParts<'a> {
+pub struct QueueParts<'a, const N: usize> {
     /// For one [`RxQueue`].
-    pub rx: RxRing<'a>,
+    pub rx: RxRing<'a, N>,
     /// For one [`TxQueue`].
-    pub tx: TxRing<'a>,
+    pub tx: TxRing<'a, N>,
     pub pool: BufferPool<'a>,
 }
 
 /// The RX ring of a [`QueueMemory`]; [`RxQueue::new`] consumes it.
-pub struct RxRing<'a> {
-    mem: &'a QueueMemory,
+pub struct RxRing<'a, const N: usize> {
+    mem: &'a QueueMemory<N>,
 }
 
 /// The TX ring and head write-back slot of a [`QueueMemory`]; [`TxQueue::new`] consumes it.
 ///
 /// ```compile_fail,E0382
 /// # use ixgbe::queues::{QueueMemory, TxQueue};
-/// # fn f<'a>(device: &ixgbe::Device<'a>, mem: &'a mut QueueMemory) {
+/// # fn f<'a>(device: &ixgbe::Device<'a>, mem: &'a mut QueueMemory<8>) {
 /// let parts = mem.parts().unwrap();
 /// let one = TxQueue::<8>::new(device, parts.tx);
 /// let two = TxQueue::<8>::new(device, parts.tx); // two queues on one ring
 /// # }
 /// ```
-pub struct TxRing<'a> {
-    mem: &'a QueueMemory,
+pub struct TxRing<'a, const N: usize> {
+    mem: &'a QueueMemory<N>,
 }
 
 /// RX queue 0 of an 82599 with `N` legacy descriptors.
@@ -241,7 +250,7 @@ pub struct RxQueue<'a, const N: usize> {
 
 impl<'a, const N: usize> RxQueue<'a, N> {
     /// Fills the ring from `pool` and enables RX queue 0 of `device` [DS 4.6.7].
-    pub fn new(device: &Device<'a>, ring: RxRing<'a>, pool: &mut BufferPool<'a>) -> Result<Self, DriverError> {
+    pub fn new(device: &Device<'a>, ring: RxRing<'a, N>, pool: &mut BufferPool<'a>) -> Result<Self, DriverError> {
         let mem = ring.mem;
         let phys = mem.block.device_range(mem.rx_ring, N * 16, "the RX ring")?;
         let ring =
@@ -360,7 +369,7 @@ impl<'a, const N: usize> TxQueue<'a, N> {
     const RS_PERIOD: usize = if N >= 2 * TX_RECYCLE_PERIOD { TX_RECYCLE_PERIOD } else { N / 2 };
 
     /// Enables the first free TX queue of `device` on this memory's TX ring [DS 4.6.8].
-    pub fn new(device: &Device<'a>, ring: TxRing<'a>) -> Result<Self, DriverError> {
+    pub fn new(device: &Device<'a>, ring: TxRing<'a, N>) -> Result<Self, DriverError> {
         let mem = ring.mem;
         let phys = mem.block.device_range(mem.tx_ring, N * 16, "the TX ring")?;
         let head_phys = mem.block.device_range(mem.head, 4, "the head write-back slot")?;
@@ -472,7 +481,7 @@ mod memory_tests {
 
     #[test]
     fn queue_memory_hands_out_its_parts_once_per_borrow() {
-        let mut mem = QueueMemory::allocate(64, 128).unwrap();
+        let mut mem = QueueMemory::<64>::allocate(128).unwrap();
         let parts = mem.parts().unwrap();
         assert_eq!(parts.pool.total(), 128);
         drop(parts);

@@ -26,7 +26,7 @@ fn flexible_queues_conserve_buffers_with_the_tx_ring_kept_full() {
     platform::sched::pin_current_thread(1).expect("pinning the driver thread");
     let (port_a, port_b) = (common::port(&server, 0), common::port(&server, 1));
     let (a, b) = (port_a.device(), port_b.device());
-    let mut mem = QueueMemory::allocate(RING, POOL).unwrap();
+    let mut mem = QueueMemory::<RING>::allocate(POOL).unwrap();
     let parts = mem.parts().unwrap();
     let mut pool = parts.pool;
     let mut rx = RxQueue::<RING>::new(&a, parts.rx, &mut pool).unwrap();

@@ -35,7 +35,7 @@ fn dropped_queues_are_disabled_before_their_memory_goes() {
     let q0 = QueueIndex::new(0);
 
     // The flexible model's queues.
-    let mut mem = QueueMemory::allocate(RING, 2 * RING).unwrap();
+    let mut mem = QueueMemory::<RING>::allocate(2 * RING).unwrap();
     {
         let parts = mem.parts().unwrap();
         let mut pool = parts.pool;
@@ -53,7 +53,7 @@ fn dropped_queues_are_disabled_before_their_memory_goes() {
     assert_eq!(enabled_queues(&sim), [(0, 0), (0, 0)], "nothing left enabled on the freed memory");
 
     // An agent: its RX queue on one port and TX queue on the other.
-    let mut agent_mem = AgentMemory::allocate(1, 256).unwrap();
+    let mut agent_mem = AgentMemory::<256>::allocate(1).unwrap();
     {
         let one = ConstOutputs::<1>;
         let agent = Agent::<_, 256>::new(&mut agent_mem, &a, &one.array(|_| b), one).unwrap();
@@ -75,11 +75,11 @@ fn queues_enabled_before_an_error_are_disabled_again() {
     let port_a = common::port(&sim, 0);
     let a = port_a.device();
     // RX queue 0 is taken, so an agent's set-up fails after it enabled its TX queue.
-    let mut mem = QueueMemory::allocate(RING, 2 * RING).unwrap();
+    let mut mem = QueueMemory::<RING>::allocate(2 * RING).unwrap();
     let parts = mem.parts().unwrap();
     let mut pool = parts.pool;
     let rx = RxQueue::<RING>::new(&a, parts.rx, &mut pool).unwrap();
-    let mut agent_mem = AgentMemory::allocate(1, 256).unwrap();
+    let mut agent_mem = AgentMemory::<256>::allocate(1).unwrap();
     let one = ConstOutputs::<1>;
     let e = Agent::<_, 256>::new(&mut agent_mem, &a, &one.array(|_| a), one).err().expect("RX queue 0 is in use");
     assert!(e.to_string().contains("RX queue 0"), "{e}");

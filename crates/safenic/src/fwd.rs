@@ -268,8 +268,8 @@ fn restricted(
     rewrite: bool,
     meter: &mut Meter,
 ) -> Result<Totals, DriverError> {
-    let mut mem_ab = AgentMemory::allocate(outputs, RING)?;
-    let mut mem_ba = AgentMemory::allocate(outputs, RING)?;
+    let mut mem_ab = AgentMemory::<RING>::allocate(outputs)?;
+    let mut mem_ba = AgentMemory::<RING>::allocate(outputs)?;
     let mut totals = Totals::default();
     with_len(outputs, |outs| loop {
         settle_after(totals.restarts);
@@ -353,8 +353,8 @@ fn forward_packet<O: Outputs, const REWRITE: bool>(
 
 fn const_model(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: &mut Meter) -> Result<Totals, DriverError> {
     let one = ConstOutputs::<1>;
-    let mut mem_ab = AgentMemory::allocate(1, RING)?;
-    let mut mem_ba = AgentMemory::allocate(1, RING)?;
+    let mut mem_ab = AgentMemory::<RING>::allocate(1)?;
+    let mut mem_ba = AgentMemory::<RING>::allocate(1)?;
     let mut totals = Totals::default();
     loop {
         settle_after(totals.restarts);
@@ -392,8 +392,8 @@ fn flexible(
 ) -> Result<Totals, DriverError> {
     // One memory block and pool per direction; "pool inversion": the RX queue of one port and
     // the TX queue of the other share a pool.
-    let mut mem_ab = QueueMemory::allocate(RING, POOL)?;
-    let mut mem_ba = QueueMemory::allocate(RING, POOL)?;
+    let mut mem_ab = QueueMemory::<RING>::allocate(POOL)?;
+    let mut mem_ba = QueueMemory::<RING>::allocate(POOL)?;
     let mut totals = Totals::default();
     loop {
         settle_after(totals.restarts);

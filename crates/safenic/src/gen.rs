@@ -57,7 +57,7 @@ pub fn run(o: &Options) -> Result<(), String> {
     dev.init().map_err(|e| e.to_string())?;
     dev.wait_for_link(Duration::from_secs(10)).map_err(|e| e.to_string())?;
     let run = || -> Result<(u64, u64, Duration), DriverError> {
-        let mut mem = QueueMemory::allocate(RING, 2 * RING)?;
+        let mut mem = QueueMemory::<RING>::allocate(2 * RING)?;
         let parts = mem.parts()?;
         let mut pool = parts.pool;
         let mut tx = TxQueue::<RING>::new(&dev, parts.tx)?;
