@@ -192,6 +192,7 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
         output_devices: &O::Array<Device<'a>>,
         outputs: O,
     ) -> Result<Self, DriverError> {
+        mem.block.check_not_given()?;
         if mem.rings.len() != outputs.count() {
             return Err(DriverError::Invalid(format!(
                 "agent memory for {} outputs does not fit {} outputs",
@@ -218,7 +219,7 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
             head.write(0);
             let ring_addr = mem.block.device_range(ring_off, N * 16, "a ring")?;
             let head_addr = mem.block.device_range(head_off, 4, "a head write-back slot")?;
-            let registers = output_devices[o].add_output(ring_addr, N, Some(head_addr))?;
+            let registers = output_devices[o].add_output(ring_addr, N, Some(head_addr), mem.block.lease())?;
             queues.push(registers.queue);
             Ok::<_, DriverError>(Output {
                 ring,
@@ -231,7 +232,7 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
         let shared_ring = out[outputs.first()].ring;
         // The device may fill every slot but one: RDT = N - 1 [DS 7.1.9].
         let shared = mem.block.device_range(mem.rings[0], N * 16, "the shared ring")?;
-        let receive = input.set_input(shared, N, (N - 1) as u32)?;
+        let receive = input.set_input(shared, N, (N - 1) as u32, mem.block.lease())?;
         queues.push(receive.queue);
         Ok(Agent {
             outputs,

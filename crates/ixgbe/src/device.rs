@@ -1,6 +1,6 @@
 //! Opening an 82599 function and bringing it up [DS 4.6.3].
 
-use crate::memory::DmaAddr;
+use crate::memory::{DmaAddr, DmaLease};
 use crate::regs::*;
 use invariants::{DeviceMemory, VolatileArray, VolatilePtr};
 use platform::{MappedRegion, PciFunction, PlatformError};
@@ -135,11 +135,13 @@ pub struct InputRegisters<'a> {
 /// An RX or TX queue of the device, enabled while this value lives. Dropping it disables the
 /// queue and waits until the device confirms that its DMA stopped (RXDCTL/TXDCTL.ENABLE reads
 /// back 0) [DS 4.6.7.1.2, 4.6.8]; if it does not within a second, it stops every DMA of the
-/// function (master disable [DS 5.2.5.3.2]). Whatever holds this also borrows the queue's
-/// memory, so the memory is released only after the device stopped using it.
+/// function (master disable [DS 5.2.5.3.2]). It holds a [`DmaLease`] on the queue's memory,
+/// given back only once the device confirmed: the memory is unmapped after the device stopped
+/// using it, and never if this value is leaked or the device does not confirm.
 pub struct EnabledQueue<'a> {
     device: Device<'a>,
     control: Reg,
+    lease: Option<DmaLease>,
 }
 
 impl Drop for EnabledQueue<'_> {
@@ -148,14 +150,23 @@ impl Drop for EnabledQueue<'_> {
         d.clear(self.control, RXDCTL_ENABLE); // the same bit as TXDCTL.ENABLE
         let stop = d.wait(self.control, RXDCTL_ENABLE, 0, "a queue to stop", Duration::from_secs(1));
         // A device that is gone DMAs nothing more: there is nothing left to stop.
-        if matches!(stop, Err(DriverError::Timeout { .. })) {
-            d.set(CTRL, CTRL_MASTER_DISABLE);
-            let stopped = d.wait(STATUS, STATUS_MASTER_ENABLE, 0, "master disable", Duration::from_secs(1));
-            eprintln!(
-                "{}: a queue did not stop within 1 s; master disable {}",
-                d.address,
-                if stopped.is_ok() { "stopped the device's DMA" } else { "did not confirm either" }
-            );
+        let stopped = match stop {
+            Err(DriverError::Timeout { .. }) => {
+                d.set(CTRL, CTRL_MASTER_DISABLE);
+                let stopped = d.wait(STATUS, STATUS_MASTER_ENABLE, 0, "master disable", Duration::from_secs(1));
+                eprintln!(
+                    "{}: a queue did not stop within 1 s; master disable {}",
+                    d.address,
+                    if stopped.is_ok() { "stopped the device's DMA" } else { "did not confirm either: its memory is kept" }
+                );
+                stopped.is_ok()
+            }
+            _ => true,
+        };
+        let lease = self.lease.take();
+        if !stopped {
+            // The device may still be using the memory: keep it mapped and never hand it out.
+            std::mem::forget(lease);
         }
     }
 }
@@ -385,7 +396,8 @@ impl<'a> Device<'a> {
         Ok(())
     }
 
-    /// Programs RX queue 0 on a ring of `len` legacy descriptors at `ring`, buffers of
+    /// Programs RX queue 0 on a ring of `len` legacy descriptors at `ring` (in the memory
+    /// `lease` holds), buffers of
     /// `BUFFER_SIZE`, dropping when no descriptor is free unless flow control is on (frames
     /// then wait in the packet buffer); enables it and hands the device `tail` [DS 4.6.7.1].
     /// Returns the tail register and the queue, enabled until it is dropped.
@@ -394,6 +406,7 @@ impl<'a> Device<'a> {
         ring: DmaAddr<'a>,
         len: usize,
         tail: u32,
+        lease: DmaLease,
     ) -> Result<InputRegisters<'a>, DriverError> {
         let ring_phys = ring.get();
         let q = QueueIndex::new(0);
@@ -410,7 +423,7 @@ impl<'a> Device<'a> {
         self.write(srrctl(q), (self.read(srrctl(q)) & !(SRRCTL_BSIZEPACKET_MASK | SRRCTL_DROP_EN)) | bsize | drop_en);
         self.set(rxdctl(q), RXDCTL_ENABLE);
         // From here on the queue is disabled again on every way out, errors included.
-        let queue = EnabledQueue { device: *self, control: rxdctl(q) };
+        let queue = EnabledQueue { device: *self, control: rxdctl(q), lease: Some(lease) };
         self.wait(rxdctl(q), RXDCTL_ENABLE, RXDCTL_ENABLE, "RXDCTL.ENABLE", Duration::from_secs(1))?;
         self.write(rdt(q), tail);
         self.start_receive()?;
@@ -420,13 +433,15 @@ impl<'a> Device<'a> {
     }
 
     /// Programs the first disabled TX queue on a ring of `len` legacy descriptors, with head
-    /// write-back to `head_phys` if given, and enables it [DS 4.6.8, 7.2.3.5.2]. Returns the
+    /// write-back to `head_phys` if given (both in the memory `lease` holds), and enables it
+    /// [DS 4.6.8, 7.2.3.5.2]. Returns the
     /// queue's tail and head registers.
     pub(crate) fn add_output(
         &self,
         ring: DmaAddr<'a>,
         len: usize,
         head: Option<DmaAddr<'a>>,
+        lease: DmaLease,
     ) -> Result<TxRegisters<'a>, DriverError> {
         let (ring_phys, head_phys) = (ring.get(), head.map(DmaAddr::get));
         let q = QueueIndex::all()
@@ -446,7 +461,7 @@ impl<'a> Device<'a> {
         self.clear(dca_txctrl(q), DCA_TXCTRL_RELAXED_WRITE);
         self.set(DMATXCTL, DMATXCTL_TE);
         self.set(txdctl(q), TXDCTL_ENABLE);
-        let queue = EnabledQueue { device: *self, control: txdctl(q) };
+        let queue = EnabledQueue { device: *self, control: txdctl(q), lease: Some(lease) };
         self.wait(txdctl(q), TXDCTL_ENABLE, TXDCTL_ENABLE, "TXDCTL.ENABLE", Duration::from_secs(1))?;
         Ok(TxRegisters { tail: self.register(tdt(q)), head: self.register(tdh(q)), queue })
     }

@@ -185,8 +185,9 @@ impl<const N: usize> QueueMemory<N> {
         Ok(QueueMemory { block: DmaBlock::allocate(end)?, rx_ring, tx_ring, head, buffers, pool })
     }
 
-    /// The RX ring, the TX ring and the pool of this memory. A second call while the first
-    /// parts live does not compile:
+    /// The RX ring, the TX ring and the pool of this memory; refused while a queue made from
+    /// earlier parts was leaked instead of dropped ([`DmaBlock`]). A second call while the
+    /// first parts live does not compile:
     ///
     /// ```compile_fail,E0499
     /// # use ixgbe::queues::QueueMemory;
@@ -196,6 +197,7 @@ impl<const N: usize> QueueMemory<N> {
     /// drop((first, second));
     /// ```
     pub fn parts(&mut self) -> Result<QueueParts<'_, N>, DriverError> {
+        self.block.check_not_given()?;
         let mem: &QueueMemory<N> = self;
         Ok(QueueParts {
             rx: RxRing { mem },
@@ -267,7 +269,7 @@ impl<'a, const N: usize> RxQueue<'a, N> {
             ring.ring(i).at::<1>().write(0);
             b
         });
-        let registers = device.set_input(phys, N, (N - 1) as u32)?;
+        let registers = device.set_input(phys, N, (N - 1) as u32, mem.block.lease())?;
         Ok(RxQueue {
             ring,
             held,
@@ -377,7 +379,7 @@ impl<'a, const N: usize> TxQueue<'a, N> {
         let ring = m.array::<[u64; 2], N>(mem.tx_ring).ok_or(DriverError::Invalid("ring layout".into()))?;
         let head = m.ptr::<u32>(mem.head).ok_or(DriverError::Invalid("head layout".into()))?;
         head.write(0);
-        let registers = device.add_output(phys, N, Some(head_phys))?;
+        let registers = device.add_output(phys, N, Some(head_phys), mem.block.lease())?;
         Ok(TxQueue {
             ring,
             held: RingArray::from_fn(|_| None),

@@ -2,7 +2,8 @@
 //! the memory it used can be released: the queue borrows the memory, and dropping it clears
 //! RXDCTL/TXDCTL.ENABLE and waits until the bit reads back 0 [DS 4.6.7.1.2, 4.6.8]. Before this,
 //! `safenic fwd` returned from its restricted loop, dropped the agent's memory and left both
-//! queues enabled with RDBA pointing at the freed hugepage.
+//! queues enabled with RDBA pointing at the freed hugepage. A queue leaked instead of dropped
+//! keeps its memory mapped, and safe code may write only registers that cannot reach memory.
 //! Needs root and hugepages (`make test` provides them); against nicsim in this process.
 
 use ixgbe::agent::{Agent, AgentMemory, ConstOutputs, Outputs};
@@ -158,4 +159,58 @@ fn safe_code_cannot_point_enable_or_size_the_device_s_dma() {
     d.write_register(reg(0x0A200 + 8 * 5), 0x1234_5678).expect("a receive address may be written");
     settle();
     assert_eq!(d.read(reg(0x0A200 + 8 * 5)), 0x1234_5678);
+}
+
+/// Hugepage mappings of this process's DMA memory (`dma-<pid>-<n>` files, unlinked once mapped).
+fn dma_mappings() -> usize {
+    let me = format!("/dma-{}-", std::process::id());
+    std::fs::read_to_string("/proc/self/maps").unwrap().lines().filter(|l| l.contains(&me)).count()
+}
+
+/// An attacker with only safe code leaks an enabled queue, so that its `Drop` (the disable)
+/// never runs, then frees the memory and takes its buffers again. The leak keeps the memory
+/// mapped (a leak may leak, never free) and the memory refuses to be handed out again.
+#[test]
+fn a_leaked_queue_keeps_its_memory_and_the_memory_is_not_handed_out_again() {
+    let sim = common::nicsim("queue-leak");
+    let (port_a, port_b) = (common::port(&sim, 0), common::port(&sim, 1));
+    let (a, b) = (port_a.device(), port_b.device());
+    let before = dma_mappings();
+
+    // Dropped normally: disabled, then the memory goes.
+    let mut mem = QueueMemory::<RING>::allocate(2 * RING).unwrap();
+    let parts = mem.parts().unwrap();
+    let mut pool = parts.pool;
+    drop(RxQueue::<RING>::new(&a, parts.rx, &mut pool).unwrap());
+    drop(pool);
+    drop(mem);
+    assert_eq!(dma_mappings(), before, "memory of a stopped queue is unmapped");
+
+    // Leaked: the device still owns the ring and buffers.
+    let mut mem = QueueMemory::<RING>::allocate(2 * RING).unwrap();
+    let parts = mem.parts().unwrap();
+    let mut pool = parts.pool;
+    std::mem::forget(RxQueue::<RING>::new(&a, parts.rx, &mut pool).unwrap());
+    drop(pool);
+    let e = mem.parts().err().expect("a second pool over buffers the device may be writing is refused");
+    assert!(e.to_string().contains("never stopped"), "{e}");
+    drop(mem);
+    assert_eq!(dma_mappings(), before + 1, "the leaked queue's memory stays mapped");
+    assert_eq!(a.read(rxdctl(QueueIndex::new(0))) & RXDCTL_ENABLE, RXDCTL_ENABLE, "and the queue still runs on it");
+
+    // The same with an agent, leaked in an Rc cycle rather than forgotten.
+    let mut agent_mem = AgentMemory::<256>::allocate(1).unwrap();
+    let one = ConstOutputs::<1>;
+    let agent = Agent::<_, 256>::new(&mut agent_mem, &b, &one.array(|_| b), one).unwrap();
+    struct Cycle<'a> {
+        _agent: Agent<'a, ConstOutputs<1>, 256>,
+        next: std::cell::RefCell<Option<std::rc::Rc<Cycle<'a>>>>,
+    }
+    let cycle = std::rc::Rc::new(Cycle { _agent: agent, next: std::cell::RefCell::new(None) });
+    *cycle.next.borrow_mut() = Some(cycle.clone());
+    drop(cycle);
+    let e = Agent::<_, 256>::new(&mut agent_mem, &b, &one.array(|_| b), one).err().expect("refused");
+    assert!(e.to_string().contains("never stopped"), "{e}");
+    drop(agent_mem);
+    assert_eq!(dma_mappings(), before + 2, "the agent's memory stays mapped too");
 }
