@@ -43,7 +43,14 @@ fn accumulated(log: &str, label: &str) -> Option<u64> {
 /// nicsim meets only while its engine has a core (docs/dpdk.md, "A reset has 10 µs").
 const START_ATTEMPTS: u32 = 3;
 
-/// testpmd, forwarding, and the path of its log; `Err` with the log when a port failed to start.
+/// Whether DPDK gave up on a port because CTRL.RST was still set after its 10 µs poll: at
+/// probe (`ixgbe_init_hw` returns IXGBE_ERR_RESET_FAILED, -15) or at port start.
+fn missed_reset_poll(log: &str) -> bool {
+    log.contains("Fail to start port") || log.contains("Hardware Initialization Failure: -15")
+}
+
+/// testpmd, forwarding, and the path of its log; `Err` with the log when DPDK gave up on a
+/// port after its reset poll ([`missed_reset_poll`]).
 fn start_testpmd(sim: &Nicsim, attempt: u32) -> Result<(Reaped, std::path::PathBuf), String> {
     let commands = sim.scratch_file("testpmd.cmd");
     std::fs::write(&commands, COMMANDS).unwrap();
@@ -64,11 +71,14 @@ fn start_testpmd(sim: &Nicsim, attempt: u32) -> Result<(Reaped, std::path::PathB
     let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     let deadline = Instant::now() + Duration::from_secs(120);
     while !read_log().contains("Press enter to exit") {
+        if run.try_wait().unwrap().is_some() && missed_reset_poll(&read_log()) {
+            return Err(read_log());
+        }
         assert!(run.try_wait().unwrap().is_none(), "testpmd exited before forwarding:\n{}", read_log());
         assert!(Instant::now() < deadline, "testpmd did not start forwarding in 120 s:\n{}", read_log());
         std::thread::sleep(Duration::from_millis(100));
     }
-    if read_log().contains("Fail to start port") {
+    if missed_reset_poll(&read_log()) {
         run.take_stdin().unwrap().write_all(b"\n").unwrap();
         let _ = run.wait_for_exit(Duration::from_secs(60));
         return Err(read_log());
