@@ -65,10 +65,19 @@ impl From<PlatformError> for DriverError {
     }
 }
 
-/// An opened 82599 function: owns the PCI handle and the BAR0 mapping.
+/// An opened 82599 function: owns the PCI handle (and with it the claim) and the BAR0
+/// mapping. Neither is reachable from outside: registers are written only through
+/// [`Device`], whose public writes are the allowlist of [`Device::write_register`].
+///
+/// ```compile_fail,E0616
+/// fn map_it_again(port: &ixgbe::Port) {
+///     let _ = port._claim.map_bar0(0x20000);
+/// }
+/// ```
 pub struct Port {
-    pub function: PciFunction,
+    // The mapping first: it goes before the claim that keeps others from mapping it.
     bar: MappedRegion,
+    _claim: PciFunction,
     address: String,
 }
 
@@ -84,7 +93,12 @@ impl Port {
         function.claim()?;
         function.enable_memory_and_bus_master()?;
         let bar = function.map_bar0(BAR0_LEN)?;
-        Ok(Port { address: function.address().to_string(), function, bar })
+        Ok(Port { address: function.address().to_string(), bar, _claim: function })
+    }
+
+    /// The PCI address, normalised (`0000:5e:00.0`).
+    pub fn address(&self) -> &str {
+        &self.address
     }
 
     /// The device's registers, for as long as the port is borrowed.

@@ -16,6 +16,16 @@ pub fn is_hugetlbfs(file: &File) -> io::Result<bool> {
     Ok(i64::from(st.f_type) == HUGETLBFS_MAGIC)
 }
 
+/// `SYSFS_MAGIC` from linux/magic.h.
+const SYSFS_MAGIC: i64 = 0x6265_6572;
+
+/// Whether `file` lives on sysfs (where a PCI function's BARs are files).
+pub fn is_sysfs(file: &File) -> io::Result<bool> {
+    let st = rustix::fs::fstatfs(file)?;
+    #[allow(clippy::useless_conversion)] // f_type is i64 on x86_64 but not on every target
+    Ok(i64::from(st.f_type) == SYSFS_MAGIC)
+}
+
 /// Mount points of hugetlbfs file systems with 2 MiB pages (the default size), from /proc/mounts.
 pub fn hugetlbfs_mounts() -> Vec<PathBuf> {
     let Ok(text) = std::fs::read_to_string("/proc/mounts") else { return Vec::new() };

@@ -71,7 +71,25 @@ impl MappedRegion {
     /// sysfs `resource0` (its size is the BAR's) and nicsim's BAR and configuration files (which
     /// only nicsim creates and sizes; truncating them under a running driver is outside what
     /// the types can prevent, as is unplugging a real card).
+    ///
+    /// Only regular files outside sysfs are mapped here: a PCI function's registers (sysfs
+    /// `resource<N>`, `/dev/mem`, a UIO device) are mapped only by
+    /// [`crate::PciFunction::map_bar0`], which claims the function first, so that no second
+    /// mapping can program a device that a driver owns.
     pub fn map_file(file: &File, offset: u64, len: usize, populate: bool) -> io::Result<Self> {
+        let meta = file.metadata()?;
+        if !meta.file_type().is_file() || crate::fs::is_sysfs(file)? {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "not a regular file outside sysfs: device registers are mapped only through PciFunction::map_bar0, \
+                 which claims the function",
+            ));
+        }
+        Self::map_file_unchecked(file, offset, len, populate)
+    }
+
+    /// [`Self::map_file`] for any file, device registers included: for `map_bar0`.
+    pub(crate) fn map_file_unchecked(file: &File, offset: u64, len: usize, populate: bool) -> io::Result<Self> {
         let size = file.metadata()?.len();
         let end = offset.checked_add(len as u64);
         if end.is_none_or(|end| end > size) {
@@ -469,6 +487,17 @@ mod tests {
         assert!(MappedRegion::map_file(&file, u64::MAX - 1, 4096, false).is_err(), "overflowing end");
         let whole = MappedRegion::map_file(&file, 0, 4096, false).unwrap();
         assert_eq!(whole.read_u32(4092), 0);
+    }
+
+    #[test]
+    fn device_registers_are_not_mapped_as_files() {
+        // A sysfs file (a PCI function's resource0 is one) and a character device (/dev/mem,
+        // /dev/uioN) used to be mapped by this safe call, past the function's claim.
+        for path in ["/sys/devices/system/cpu/online", "/dev/zero"] {
+            let f = File::open(path).unwrap();
+            let e = MappedRegion::map_file(&f, 0, 4096, false).expect_err(path);
+            assert!(e.to_string().contains("map_bar0"), "{path}: {e}");
+        }
     }
 
     #[test]

@@ -166,8 +166,11 @@ impl PciFunction {
         }
     }
 
-    /// Maps BAR0 (`resource0`) whole; fails unless it has exactly `expected_len` bytes.
+    /// Claims the function ([`Self::claim`]) and maps BAR0 (`resource0`) whole; fails unless
+    /// it has exactly `expected_len` bytes. The claim is what keeps a second mapping away (in
+    /// this process too: a lock is per open file), so the mapping should not outlive `self`.
     pub fn map_bar0(&self, expected_len: usize) -> Result<MappedRegion, PlatformError> {
+        self.claim()?;
         let path = self.dir.join("resource0");
         let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| match e.kind() {
             std::io::ErrorKind::PermissionDenied => PlatformError::NotRoot { what: "mapping a PCI BAR" },
@@ -180,7 +183,7 @@ impl PciFunction {
                 std::io::Error::other("BAR0 size mismatch"),
             ));
         }
-        MappedRegion::map_file(&file, 0, len, false)
+        MappedRegion::map_file_unchecked(&file, 0, len, false)
             .map_err(|e| PlatformError::io(format!("mapping {}", path.display()), e))
     }
 }

@@ -202,7 +202,7 @@ pub fn run(o: &Options) -> Result<(), String> {
     }
     let port_a = Port::open(&o.sysfs, &o.input).map_err(|e| e.to_string())?;
     let port_b = Port::open(&o.sysfs, &o.output).map_err(|e| e.to_string())?;
-    if port_a.function.address() == port_b.function.address() {
+    if port_a.address() == port_b.address() {
         return Err(format!("{} is both input and output: give two different ports", o.input));
     }
     let (a, b) = (port_a.device(), port_b.device());
