@@ -123,13 +123,13 @@ pub fn print_text(r: &Report) -> Result<(), String> {
     }
     cli::outln!("Trusted kernel (crates/invariants): {} lines of code", r.trusted_kernel_lines)?;
     cli::outln!(
-        "Driver dependencies ({}): {} crates outside the workspace, {}",
+        "Driver dependencies ({}): {} crates besides the trusted path crates, {}",
         crate::dependencies::DRIVER_CRATES.join(", "),
         r.dependencies.external.len(),
-        if r.dependencies.not_allowed.is_empty() { "all allowed" } else { "SOME NOT ALLOWED" }
+        if r.dependencies.not_allowed.is_empty() { "all allowed, from crates.io, pinned" } else { "SOME NOT ALLOWED" }
     )?;
     for d in &r.dependencies.not_allowed {
-        cli::outln!("      not in the allowlist (crates/audit/src/dependencies.rs): {d}")?;
+        cli::outln!("      not allowed (crates/audit/src/dependencies.rs): {d}")?;
     }
     for e in &r.expanded {
         let verdict = if e.findings.is_empty() { "no unsafe code" } else { "UNSAFE CODE" };
