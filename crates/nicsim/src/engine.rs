@@ -78,6 +78,8 @@ pub struct Engine<D: DmaSpace> {
     /// Device resets the slow path has checked for a second mapper: a reset may happen in
     /// the fast path's doorbell poll as well as in a sweep.
     resets_checked: u64,
+    /// Queue enables the slow path has checked against released memory.
+    enables_checked: u64,
 }
 
 impl<D: DmaSpace> Engine<D> {
@@ -117,6 +119,7 @@ impl<D: DmaSpace> Engine<D> {
             late_recent: VecDeque::with_capacity(LATE_DOORBELLS_KEPT),
             monotonic_start_ns,
             resets_checked: 0,
+            enables_checked: 0,
         }
     }
 
@@ -291,6 +294,12 @@ impl<D: DmaSpace> Engine<D> {
             }
         }
         let generation = self.dma.generation();
+        let enables = self.ports.iter().map(|p| p.queue_enables).sum::<u64>();
+        if enables != self.enables_checked {
+            // A queue just started: on memory its driver still maps, or it is stopped below.
+            self.enables_checked = enables;
+            self.dma.forget_released();
+        }
         self.dma.maintain();
         if self.dma.generation() != generation {
             for p in self.ports.iter_mut() {

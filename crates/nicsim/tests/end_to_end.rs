@@ -209,6 +209,43 @@ fn dma_fault_stops_the_queue_and_nicsim_serves_on() {
     assert_eq!(got, 100);
 }
 
+/// A driver that unmaps its memory while it lives, its queues still enabled (a use-after-free
+/// a leak or a bug can make): nicsim forgets the memory within a look at the drivers' maps
+/// and stops both queues with a `released` fault, instead of DMAing into pages that may be
+/// another's by then.
+#[test]
+fn memory_a_live_driver_released_under_enabled_queues_is_a_fault() {
+    let sim = Nicsim::start("released-live", &[]);
+    let da = sim.open(A);
+    da.init_ixy().unwrap();
+    let mut q = IxyQueue::new(&da, 512, DmaBacking::HugetlbfsFile(None)).unwrap();
+    assert!(q.tx(&da, &test_frame(60, 0)), "a frame, so that nicsim reads the ring");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sim.stats().driver_memory_bytes == 0 {
+        assert!(Instant::now() < deadline, "nicsim finds the queues' memory");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(q); // unmapped; the queues stay enabled on it
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let fault = loop {
+        let s = sim.stats();
+        if let Some(f) = s.ports[0].faults.iter().find(|f| f.access == nicsim::port::Access::ReleasedRing) {
+            break f.clone();
+        }
+        assert!(Instant::now() < deadline, "no released-ring fault while the driver lives: {:?}", s.ports[0].faults);
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!((fault.direction, fault.queue), (Direction::Tx, 0), "the ring nicsim had read: {fault:?}");
+    // The RX ring was never read: the first frame finds its memory gone, and that is a fault too.
+    sim.start_traffic(0, TrafficSpec { count: Some(1), ..Default::default() }).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sim.stats().ports[0].faults.iter().any(|f| f.direction == Direction::Rx) {
+        assert!(Instant::now() < deadline, "a frame into released memory is a fault: {:?}", sim.stats().ports[0].faults);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(sim.stats().driver_memory_bytes, 0, "and nicsim let the pages go");
+}
+
 #[test]
 fn exec_shows_exactly_the_fake_functions() {
     let sim = Nicsim::start("exec", &["--bound"]);

@@ -145,6 +145,10 @@ pub trait DmaSpace {
     /// that exited).
     fn maintain(&mut self) {}
 
+    /// Forgets at once the memory that a live driver no longer maps (the engine asks when a
+    /// queue was enabled, so that no queue starts on released memory).
+    fn forget_released(&mut self) {}
+
     /// Per BAR, the processes other than nicsim that map it now (a look at every process:
     /// slow-path only). Spaces that know no processes return nothing.
     fn bar_mappers(&mut self) -> &[Vec<u32>] {
@@ -204,6 +208,9 @@ impl<D: DmaSpace> DmaSpace for Domain<'_, D> {
     }
     fn maintain(&mut self) {
         self.space.maintain()
+    }
+    fn forget_released(&mut self) {
+        self.space.forget_released()
     }
     fn known_bytes(&self) -> u64 {
         self.space.known_bytes()

@@ -9,6 +9,10 @@ use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
+/// How often the drivers' maps are compared with the memory nicsim keeps, besides at every
+/// queue enable: how long a live driver's released memory can stay reachable by the device.
+pub const RELEASE_LOOK_PERIOD: Duration = Duration::from_millis(100);
+
 #[derive(Debug, Clone, Copy)]
 struct Extent {
     phys: u64,
@@ -68,6 +72,8 @@ pub struct ProcDmaSpace {
     /// Per process seen mapping a BAR: bit `n` if it maps function `n`'s, as of its last scan.
     pid_ports: Vec<(u32, u32)>,
     last_maintain: Instant,
+    /// When the drivers' maps were last compared with the memory nicsim keeps.
+    last_release_look: Instant,
     /// How many scans ran (for diagnostics).
     pub scans: u64,
 }
@@ -97,6 +103,7 @@ impl ProcDmaSpace {
             bar_mappers: vec![Vec::new(); bar_files.len()],
             pid_ports: Vec::new(),
             last_maintain: Instant::now(),
+            last_release_look: Instant::now(),
             scans: 0,
         })
     }
@@ -183,6 +190,27 @@ impl ProcDmaSpace {
         }
         self.assign_domains();
         self.rebuild_extents();
+    }
+
+    /// Forgets the memory a live driver no longer maps (it unmapped it, or freed and mapped
+    /// something else there): nicsim's own mapping would otherwise keep the pages alive and
+    /// the device writing into them. One read of each driver's `/proc/<pid>/maps`. The
+    /// generation changes if anything was forgotten, so the engine stops queues left on it.
+    fn forget_released_now(&mut self) {
+        self.last_release_look = Instant::now();
+        let mut still: Vec<VmaKey> = Vec::new();
+        for &pid in &self.driver_pids {
+            if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+                still.extend(maps.lines().filter_map(|l| parse_maps_line(pid, l)));
+            }
+        }
+        let before = self.regions.len();
+        self.regions.retain(|r| still.contains(&r.key));
+        if self.regions.len() != before {
+            self.generation += 1;
+            self.assign_domains();
+            self.rebuild_extents();
+        }
     }
 
     /// Which functions reach each region: those whose BAR its process maps, and those of
@@ -321,7 +349,14 @@ impl DmaSpace for ProcDmaSpace {
         &self.bar_mappers
     }
 
+    fn forget_released(&mut self) {
+        self.forget_released_now();
+    }
+
     fn maintain(&mut self) {
+        if self.last_release_look.elapsed() >= RELEASE_LOOK_PERIOD {
+            self.forget_released_now();
+        }
         if self.last_maintain.elapsed() < Duration::from_secs(1) {
             return;
         }

@@ -174,6 +174,8 @@ pub struct Port {
     sfp: sfp::Sfp,
     pub tx_wire: WireClock,
     pub resets: u64,
+    /// RX and TX queue enables since start.
+    pub queue_enables: u64,
     sweep: usize,
     /// Dwords of the BAR each scan looks at besides the priority registers.
     sweep_window: usize,
@@ -248,6 +250,7 @@ impl Port {
             sfp: sfp::Sfp::default(),
             tx_wire: WireClock::new(gbps),
             resets: 0,
+            queue_enables: 0,
             sweep: 0,
             sweep_window: SWEEP_DWORDS,
             applying_pending: false,

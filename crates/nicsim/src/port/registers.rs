@@ -483,6 +483,7 @@ impl Port {
         if !self.active_rx.contains(&q) {
             self.active_rx.push(q);
         }
+        self.queue_enables += 1;
     }
 
     /// RQSMR and TQSM: which of the 16 queue counter sets each queue counts in.
@@ -524,6 +525,7 @@ impl Port {
         if !self.active_tx.contains(&q) {
             self.active_tx.push(q);
         }
+        self.queue_enables += 1;
     }
 
     fn apply_head_wb(&mut self, q: u32, lo: u32, hi: u32) {
