@@ -171,7 +171,11 @@ impl Drop for EnabledQueue<'_> {
                 eprintln!(
                     "{}: a queue did not stop within 1 s; master disable {}",
                     d.address,
-                    if stopped.is_ok() { "stopped the device's DMA" } else { "did not confirm either: its memory is kept" }
+                    if stopped.is_ok() {
+                        "stopped the device's DMA"
+                    } else {
+                        "did not confirm either: its memory is kept"
+                    }
                 );
                 stopped.is_ok()
             }

@@ -240,7 +240,11 @@ fn memory_a_live_driver_released_under_enabled_queues_is_a_fault() {
     sim.start_traffic(0, TrafficSpec { count: Some(1), ..Default::default() }).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !sim.stats().ports[0].faults.iter().any(|f| f.direction == Direction::Rx) {
-        assert!(Instant::now() < deadline, "a frame into released memory is a fault: {:?}", sim.stats().ports[0].faults);
+        assert!(
+            Instant::now() < deadline,
+            "a frame into released memory is a fault: {:?}",
+            sim.stats().ports[0].faults
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(sim.stats().driver_memory_bytes, 0, "and nicsim let the pages go");
