@@ -224,3 +224,61 @@ fn statistics_mapping_applies_to_enabled_queues() {
     r.wr(rqsmr(0), 4);
     assert_eq!((r.port.tx_queue_setup(6).statistics, r.port.rx_queue_setup(0).statistics), (9, 4));
 }
+
+/// While nicsim looks for pending writes, the driver on its other core writes a queue's ring
+/// (below where the look is) and then its enable (above): the look sees the enable and not the
+/// ring. The hook makes that certain: it runs when the look reaches `at`, a register the
+/// driver had written just before (SRRCTL, or DCA_TXCTRL as DPDK clears its relaxed-ordering
+/// bit), and writes the rest as the driver would. The enable must find its ring all the same.
+fn write_during_the_look(r: &mut Rig, at: u32, writes: Vec<(u32, u32)>) {
+    let mut writes = Some(writes);
+    r.port.first_look_hook = Some(Box::new(move |bar, dword| {
+        if dword == at as usize / 4 {
+            for (reg, value) in writes.take().unwrap_or_default() {
+                bar.write_u32(reg as usize, value);
+            }
+        }
+    }));
+    r.port.apply_pending_writes();
+    r.port.first_look_hook = None;
+}
+
+#[test]
+fn a_receive_enable_made_while_nicsim_looks_finds_its_ring() {
+    let mut r = Rig::new();
+    for q in [0u32, 5, 70] {
+        let base = DMA_BASE + 0x1000 * u64::from(q) + 0x2_0000_0000;
+        write(&r, srrctl(q), 0x400 | 4);
+        let ring = vec![
+            (rdbal(q), base as u32),
+            (rdbah(q), (base >> 32) as u32),
+            (rdlen(q), 1024),
+            (rxdctl(q), RXDCTL_ENABLE),
+        ];
+        write_during_the_look(&mut r, srrctl(q), ring);
+        assert!(r.port.rx_queue_state(q as usize).enabled, "RX queue {q} enabled");
+        let setup = r.port.rx_queue_setup(q as usize);
+        assert_eq!((setup.base, setup.size, setup.buffer_size), (base, 64, 4096), "RX queue {q}");
+    }
+    no_lint(&r);
+}
+
+#[test]
+fn a_transmit_enable_made_while_nicsim_looks_finds_its_ring() {
+    let mut r = Rig::new();
+    for q in [0u32, 5, 127] {
+        let base = DMA_BASE + 0x1000 * u64::from(q) + 0x4_0000_0000;
+        write(&r, dca_txctrl(q), r.rd(dca_txctrl(q)) & !(1 << 11));
+        let ring = vec![
+            (tdbal(q), base as u32),
+            (tdbah(q), (base >> 32) as u32),
+            (tdlen(q), 2048),
+            (txdctl(q), TXDCTL_ENABLE),
+        ];
+        write_during_the_look(&mut r, dca_txctrl(q), ring);
+        assert!(r.port.tx_queue_state(q as usize).enabled, "TX queue {q} enabled");
+        let setup = r.port.tx_queue_setup(q as usize);
+        assert_eq!((setup.base, setup.size), (base, 128), "TX queue {q}");
+    }
+    no_lint(&r);
+}

@@ -43,6 +43,9 @@ use crate::regs::*;
 use crate::wire::WireClock;
 use platform::MappedRegion;
 use std::collections::VecDeque;
+
+/// See [`Port::first_look_hook`].
+pub type FirstLookHook = Box<dyn FnMut(&MappedRegion, usize) + Send>;
 use tx::TX_DESCRIPTORS_PER_CALL;
 
 /// Receive descriptor status bits (legacy byte 12 / advanced status_error) [DS 7.1.5, 7.1.6].
@@ -181,8 +184,14 @@ pub struct Port {
     sweep_window: usize,
     /// [`Port::apply_pending_writes`] is under way: writes found are applied, not deferred.
     applying_pending: bool,
-    /// The dwords that pass found changed (kept to reuse its allocation).
+    /// The dwords the second look of that pass found changed (kept to reuse its allocation).
     pending: Vec<usize>,
+    /// The writes the first of its two looks found, with the values it saw.
+    first_look: Vec<(usize, u32)>,
+    /// Called with the BAR and each dword the first look finds, before it looks further: tests
+    /// write registers there, as a driver on another core would while nicsim looks (a race the
+    /// engine's timing makes rare, made certain).
+    pub first_look_hook: Option<FirstLookHook>,
     /// Surprise-removed ([`Port::remove`]): BAR0 and configuration space read all-ones and
     /// the port does nothing more.
     pub removed: bool,
@@ -255,6 +264,8 @@ impl Port {
             sweep_window: SWEEP_DWORDS,
             applying_pending: false,
             pending: Vec::new(),
+            first_look: Vec::new(),
+            first_look_hook: None,
             removed: false,
             link: Link::new(DEFAULT_LINK_UP),
             stall_until_ps: 0,

@@ -58,36 +58,67 @@ impl Port {
     /// Applies every write the driver has made that nicsim has not seen yet, phase by phase
     /// (see the module's comment), then derives the data paths again. Returns true after a
     /// reset, which ends it: the reset put every register back.
+    ///
+    /// It looks twice. A write the first look finds at a high address may have been made after
+    /// the look passed a lower one the driver had written just before it; the second look,
+    /// made after, finds every write made before any the first one saw. So only the actions
+    /// the first look saw are taken, with the values it saw, after the configuration both
+    /// found; an action first seen by the second look waits for the next time.
     pub fn apply_pending_writes(&mut self) -> bool {
-        // One pass over the BAR finds the pending writes; each phase then reads its own anew.
+        let mut first = std::mem::take(&mut self.first_look);
+        first.clear();
+        let mut i = 0;
+        while let Some(k) = self.bar.first_difference(i * 4, &self.shadow[i..]) {
+            let j = i + k;
+            first.push((j, self.bar.read_u32(j * 4)));
+            if let Some(hook) = self.first_look_hook.as_mut() {
+                hook(&self.bar, j);
+            }
+            i = j + 1;
+        }
         let mut pending = std::mem::take(&mut self.pending);
         pending.clear();
-        let mut i = 0;
+        i = 0;
         while let Some(k) = self.bar.first_difference(i * 4, &self.shadow[i..]) {
             pending.push(i + k);
             i += k + 1;
         }
         self.applying_pending = true;
-        let reset =
-            [Phase::Disable, Phase::Configure, Phase::Act].into_iter().any(|phase| self.apply_phase(phase, &pending));
+        let reset = self.apply_phase(Phase::Disable, &pending)
+            || self.apply_phase(Phase::Configure, &pending)
+            || self.apply_actions(&first);
         self.applying_pending = false;
         self.pending = pending;
+        self.first_look = first;
         self.refresh_paths();
         reset
     }
 
-    /// Applies, in address order, each of the `pending` dwords whose write is of `phase`.
-    /// True after a reset.
+    /// Applies, in address order, each of the `pending` dwords whose write is of `phase`
+    /// (Disable or Configure), with the value it holds now. True after a reset.
     fn apply_phase(&mut self, phase: Phase, pending: &[usize]) -> bool {
         for &j in pending {
             let new = self.bar.read_u32(j * 4);
-            let offset = (j * 4) as u32;
-            let old = self.reg(alias_of(offset).unwrap_or(offset));
-            if new != self.shadow[j] && phase_of(offset, old, new) == phase && self.apply_dword(j, new) {
+            if new != self.shadow[j] && self.phase(j, new) == phase && self.apply_dword(j, new) {
                 return true;
             }
         }
         false
+    }
+
+    /// Takes, in address order, the actions among `seen` (dword, value). True after a reset.
+    fn apply_actions(&mut self, seen: &[(usize, u32)]) -> bool {
+        for &(j, new) in seen {
+            if new != self.shadow[j] && self.phase(j, new) == Phase::Act && self.apply_dword(j, new) {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn phase(&self, j: usize, new: u32) -> Phase {
+        let offset = (j * 4) as u32;
+        phase_of(offset, self.reg(alias_of(offset).unwrap_or(offset)), new)
     }
 }
 
