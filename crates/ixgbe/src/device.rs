@@ -418,7 +418,8 @@ impl<'a> Device<'a> {
     /// `lease` holds), buffers of
     /// `BUFFER_SIZE`, dropping when no descriptor is free unless flow control is on (frames
     /// then wait in the packet buffer); enables it and hands the device `tail` [DS 4.6.7.1].
-    /// Returns the tail register and the queue, enabled until it is dropped.
+    /// Returns the tail register and the queue, enabled until it is dropped. The first queue
+    /// of the process confines it (`platform::confine`, docs/safety.md).
     pub(crate) fn set_input(
         &self,
         ring: DmaAddr<'a>,
@@ -426,6 +427,7 @@ impl<'a> Device<'a> {
         tail: u32,
         lease: DmaLease,
     ) -> Result<InputRegisters<'a>, DriverError> {
+        platform::confine::confine_process()?;
         let ring_phys = ring.get();
         let q = QueueIndex::new(0);
         if self.read(rxdctl(q)) & RXDCTL_ENABLE != 0 {
@@ -461,6 +463,7 @@ impl<'a> Device<'a> {
         head: Option<DmaAddr<'a>>,
         lease: DmaLease,
     ) -> Result<TxRegisters<'a>, DriverError> {
+        platform::confine::confine_process()?;
         let (ring_phys, head_phys) = (ring.get(), head.map(DmaAddr::get));
         let q = QueueIndex::all()
             .find(|&q| self.read(txdctl(q)) & TXDCTL_ENABLE == 0)

@@ -26,6 +26,11 @@ pub enum PlatformError {
     BoundToKernelDriver { address: String, driver: String, root: PathBuf },
     /// Another live process owns the function (holds its lock, see `PciFunction::claim`).
     InUse { address: String, owner: Option<(u32, String)> },
+    /// The process cannot be confined (`confine::confine_process`), so no queue may start.
+    Unconfinable { why: String, fix: &'static str },
+    /// A port was opened after the process was confined: its configuration space can no
+    /// longer be written.
+    OpenedAfterConfinement { address: String },
     /// Any other I/O failure, with what we were doing.
     Io { context: String, source: io::Error },
 }
@@ -86,6 +91,14 @@ impl fmt::Display for PlatformError {
             PlatformError::InUse { address, owner: None } => write!(
                 f,
                 "PCI function {address} is in use by another process: stop that driver first, or give another port"
+            ),
+            PlatformError::Unconfinable { why, fix } => {
+                write!(f, "cannot confine this process before giving a device memory: {why}: {fix}")
+            }
+            PlatformError::OpenedAfterConfinement { address } => write!(
+                f,
+                "PCI function {address} was opened after a queue started, when this process can no longer \
+                 write device files: open every port before starting the first queue"
             ),
             PlatformError::Io { context, source } => write!(f, "{context}: {source}"),
         }

@@ -40,7 +40,7 @@ pub fn hugetlbfs_mounts() -> Vec<PathBuf> {
 }
 
 /// /proc/mounts escapes space, tab, newline and backslash as octal (`\040`).
-fn unescape_mount_path(s: &str) -> String {
+pub(crate) fn unescape_mount_path(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -10,9 +10,11 @@
 //! Every failure a user can cause or fix is a [`PlatformError`] whose message is one line that
 //! names the fix.
 
+pub mod confine;
 pub mod error;
 pub mod fs;
 pub mod hugepage;
+mod landlock;
 pub mod mem;
 pub mod ns;
 pub mod pagemap;
@@ -20,6 +22,7 @@ pub mod pci;
 pub mod process;
 pub mod sched;
 pub mod signals;
+pub mod valgrind;
 
 pub use error::PlatformError;
 pub use hugepage::{DmaBacking, DmaMemory};

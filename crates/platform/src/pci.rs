@@ -7,8 +7,10 @@
 use crate::error::PlatformError;
 use crate::mem::MappedRegion;
 use std::fs::{File, OpenOptions};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// Default sysfs root of PCI functions.
 pub const SYSFS_PCI_DEVICES: &str = "/sys/bus/pci/devices";
@@ -55,11 +57,15 @@ impl PciFunction {
         }
         let config =
             OpenOptions::new().read(true).write(true).open(dir.join("config")).map_err(|e| match e.kind() {
+                std::io::ErrorKind::PermissionDenied if crate::confine::is_confined() => {
+                    PlatformError::OpenedAfterConfinement { address: address.clone() }
+                }
                 std::io::ErrorKind::PermissionDenied => {
                     PlatformError::NotRoot { what: "writing PCI configuration space" }
                 }
                 _ => PlatformError::io(format!("opening {}/config", dir.display()), e),
             })?;
+        claims().push(config.as_raw_fd());
         Ok(PciFunction { dir, address, root: root.to_path_buf(), config })
     }
 
@@ -134,12 +140,7 @@ impl PciFunction {
     }
 
     /// Writes a 16-bit configuration register.
-    pub fn config_write_u16(&self, offset: u64, value: u16) -> Result<(), PlatformError> {
-        self.config.write_all_at(&value.to_le_bytes(), offset).map_err(|e| PlatformError::io("writing PCI config", e))
-    }
-
-    /// Writes a 32-bit configuration register.
-    pub fn config_write_u32(&self, offset: u64, value: u32) -> Result<(), PlatformError> {
+    pub(crate) fn config_write_u16(&self, offset: u64, value: u16) -> Result<(), PlatformError> {
         self.config.write_all_at(&value.to_le_bytes(), offset).map_err(|e| PlatformError::io("writing PCI config", e))
     }
 
@@ -186,6 +187,26 @@ impl PciFunction {
         MappedRegion::map_file_unchecked(&file, 0, len, false)
             .map_err(|e| PlatformError::io(format!("mapping {}", path.display()), e))
     }
+}
+
+impl Drop for PciFunction {
+    fn drop(&mut self) {
+        let fd = self.config.as_raw_fd();
+        claims().retain(|&c| c != fd);
+    }
+}
+
+/// Descriptors of the `config` files that open [`PciFunction`]s hold: written only through
+/// this module, so the confinement lets them stay open.
+static CLAIMS: Mutex<Vec<RawFd>> = Mutex::new(Vec::new());
+
+fn claims() -> std::sync::MutexGuard<'static, Vec<RawFd>> {
+    CLAIMS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `fd` is the `config` file of an open [`PciFunction`].
+pub(crate) fn is_claim(fd: RawFd) -> bool {
+    claims().contains(&fd)
 }
 
 /// The process holding a `flock` on `file`, and its command name, from /proc/locks, whose

@@ -1,0 +1,245 @@
+//! Closing the file-system ways around the type system, once a driver starts giving a device
+//! memory.
+//!
+//! Safe code can write any byte of its own process through `/proc/self/mem` (or another
+//! process's through `/proc/<pid>/mem`), reach a device through `/sys` (config space, I/O BARs)
+//! or `/dev/mem`, all with `std::fs` alone. [`confine_process`] takes that away for good: from
+//! then on every thread of the process, and every program it starts, may open files for
+//! writing only on storage file systems (listed below) and a few harmless devices; it may not
+//! create device nodes, `ptrace` or `process_vm_writev`. A file already open for writing on
+//! anything else makes it fail, since the restriction applies to opening only.
+
+use crate::error::PlatformError;
+use crate::landlock::{self, Ruleset, MAKE_BLOCK, MAKE_CHAR, TRUNCATE, WRITE_FILE};
+use std::fs::OpenOptions;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// File systems that hold only files and directories, never a process's memory or a
+/// device's registers: the only ones a confined process may write.
+const STORAGE_TYPES: &[&str] = &[
+    "tmpfs",
+    "hugetlbfs",
+    "ramfs",
+    "ext2",
+    "ext3",
+    "ext4",
+    "xfs",
+    "btrfs",
+    "bcachefs",
+    "f2fs",
+    "zfs",
+    "overlay",
+    "9p",
+    "virtiofs",
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "vfat",
+    "exfat",
+    "ntfs3",
+    "fuse",
+    "fuseblk",
+    "devpts",
+];
+
+/// What a confined process may still open for writing under `/dev`, whatever `/dev` is.
+const DEV_ENTRIES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm", "hugepages"];
+
+/// Character devices (major, minor) that hold no memory and no registers: the entries above.
+fn harmless_device(major: u32, minor: u32) -> bool {
+    matches!((major, minor), (1, 3 | 5 | 7 | 8 | 9) | (5, 0..=2)) || major == 4 || (136..=143).contains(&major)
+}
+
+static CONFINED: Mutex<bool> = Mutex::new(false);
+
+/// Whether [`confine_process`] has run in this process.
+pub fn is_confined() -> bool {
+    *CONFINED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Confines this process as the module says. Later calls only check the open files again: a
+/// refusal is not undone by asking twice.
+pub fn confine_process() -> Result<(), PlatformError> {
+    let mut confined = CONFINED.lock().unwrap_or_else(|e| e.into_inner());
+    // valgrind passes no Landlock call to the kernel; the bench counts instructions under it.
+    if crate::valgrind::running_on_valgrind() {
+        return Ok(());
+    }
+    if !*confined {
+        restrict()?;
+        *confined = true;
+    }
+    // Checked after: no thread can open another such file once all are restricted.
+    check_open_files()
+}
+
+fn restrict() -> Result<(), PlatformError> {
+    let abi = landlock::abi_version().map_err(|e| PlatformError::Unconfinable {
+        why: format!("the kernel offers no Landlock ({e})"),
+        fix: "use Linux 5.13 or later with Landlock enabled (`lsm=landlock,…` on the kernel command line)",
+    })?;
+    let write = WRITE_FILE | if abi >= 3 { TRUNCATE } else { 0 };
+    let failed = |what: &str, e: std::io::Error| PlatformError::io(format!("confining the process: {what}"), e);
+    let ruleset = Ruleset::new(write | MAKE_CHAR | MAKE_BLOCK).map_err(|e| failed("creating the ruleset", e))?;
+    let mounts = mount_points().map_err(|e| failed("reading /proc/self/mountinfo", e))?;
+    for path in writable_paths(&mounts) {
+        if let Some(fd) = open_path(&path) {
+            ruleset.allow(&fd, write).map_err(|e| failed(&format!("allowing {}", path.display()), e))?;
+        }
+    }
+    landlock::restrict_every_thread(ruleset).map_err(|e| failed("restricting every thread", e))
+}
+
+/// A mount point and its file-system type, the visible one last (mountinfo lists overmounts
+/// after what they cover).
+fn mount_points() -> std::io::Result<Vec<(PathBuf, String)>> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo")?;
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let point = left.split(' ').nth(4)?;
+            let fstype = right.split(' ').next()?;
+            Some((PathBuf::from(crate::fs::unescape_mount_path(point)), fstype.to_string()))
+        })
+        .collect())
+}
+
+fn fstype_of<'m>(mounts: &'m [(PathBuf, String)], path: &Path) -> &'m str {
+    let mut best: Option<&(PathBuf, String)> = None;
+    for m in mounts.iter().filter(|(p, _)| path.starts_with(p)) {
+        if best.is_none_or(|b| m.0.components().count() >= b.0.components().count()) {
+            best = Some(m);
+        }
+    }
+    best.map_or("", |(_, t)| t.as_str())
+}
+
+fn is_storage(fstype: &str) -> bool {
+    STORAGE_TYPES.contains(&fstype) || fstype.starts_with("fuse.")
+}
+
+/// The paths beneath which writing stays allowed: everything on storage file systems except
+/// where another file system is mounted below, and the harmless entries of `/dev`.
+pub fn writable_paths(mounts: &[(PathBuf, String)]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    grant(Path::new("/"), mounts, &mut out);
+    out
+}
+
+fn grant(path: &Path, mounts: &[(PathBuf, String)], out: &mut Vec<PathBuf>) {
+    let below: Vec<&PathBuf> = mounts.iter().map(|(p, _)| p).filter(|p| p.starts_with(path) && *p != path).collect();
+    if path == Path::new("/dev") {
+        out.extend(DEV_ENTRIES.iter().map(|e| path.join(e)).filter(|p| !below.contains(&p)));
+        let mut sub: Vec<&PathBuf> = below.clone();
+        sub.dedup();
+        for m in sub {
+            if is_storage(fstype_of(mounts, m)) && fstype_of(mounts, m) != "devtmpfs" {
+                grant(m, mounts, out);
+            }
+        }
+        return;
+    }
+    if !is_storage(fstype_of(mounts, path)) {
+        return;
+    }
+    if below.is_empty() {
+        out.push(path.to_path_buf());
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(path) else { return };
+    for entry in entries.flatten() {
+        let (p, symlink) = (entry.path(), entry.file_type().is_ok_and(|t| t.is_symlink()));
+        if below.iter().any(|m| m.starts_with(&p)) {
+            grant(&p, mounts, out);
+        } else if !symlink {
+            out.push(p);
+        }
+    }
+}
+
+/// An O_PATH descriptor of `path` itself (never what a symbolic link there points to), or
+/// None if it went away meanwhile.
+fn open_path(path: &Path) -> Option<OwnedFd> {
+    let file = OpenOptions::new().read(true).custom_flags(libc::O_PATH | libc::O_NOFOLLOW).open(path).ok()?;
+    Some(file.into())
+}
+
+/// Refuses a file open for writing that the restriction would not have allowed to open:
+/// it would go on working after.
+fn check_open_files() -> Result<(), PlatformError> {
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return Ok(()) };
+    for fd in fds.flatten() {
+        let Some(n) = fd.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        if !open_for_writing(n) || crate::pci::is_claim(n) {
+            continue;
+        }
+        let link = fd.path();
+        let target = std::fs::read_link(&link).map(|t| t.display().to_string()).unwrap_or_default();
+        let Ok(meta) = std::fs::metadata(&link) else { continue };
+        let ft = meta.file_type();
+        let allowed = if ft.is_char_device() || ft.is_block_device() {
+            ft.is_char_device() && harmless_device(rustix::fs::major(meta.rdev()), rustix::fs::minor(meta.rdev()))
+        } else if ft.is_fifo() || ft.is_socket() || !target.starts_with('/') {
+            true // pipes, sockets, event and memfd descriptors
+        } else {
+            let mounts = mount_points().unwrap_or_default();
+            is_storage(fstype_of(&mounts, Path::new(&target)))
+        };
+        if !allowed {
+            return Err(PlatformError::Unconfinable {
+                why: format!("file descriptor {n} has {target} open for writing"),
+                fix: "close it before the first queue starts",
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether descriptor `fd` of this process was opened for writing, from its fdinfo flags.
+fn open_for_writing(fd: i32) -> bool {
+    let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")) else { return false };
+    info.lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
+        .is_some_and(|flags| flags & libc::O_ACCMODE != libc::O_RDONLY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writing_stays_allowed_beside_a_mount_of_another_kind_never_beneath_it() {
+        let scratch = crate::fs::ScratchDir::new("platform-unit", "confine").unwrap();
+        let s = scratch.path();
+        for d in ["files", "proc", "shm", "shm/deep"] {
+            std::fs::create_dir(s.join(d)).unwrap();
+        }
+        std::os::unix::fs::symlink("/proc", s.join("link")).unwrap();
+        let mounts = vec![
+            (s.to_path_buf(), "tmpfs".to_string()),
+            (s.join("proc"), "proc".to_string()),
+            (s.join("shm"), "sysfs".to_string()),
+            (s.join("shm"), "tmpfs".to_string()), // mounted over the one before
+        ];
+        let mut out = Vec::new();
+        grant(s, &mounts, &mut out);
+        out.sort();
+        assert_eq!(out, [s.join("files"), s.join("shm")], "not proc, not the symbolic link to it");
+        assert_eq!(fstype_of(&mounts, &s.join("shm/deep")), "tmpfs");
+        assert_eq!(fstype_of(&mounts, &s.join("proc/self/mem")), "proc");
+    }
+
+    #[test]
+    fn only_harmless_devices_may_stay_open_for_writing() {
+        assert!(harmless_device(1, 3) && harmless_device(136, 0) && harmless_device(5, 0));
+        assert!(
+            !harmless_device(1, 1) && !harmless_device(1, 4) && !harmless_device(1, 11) && !harmless_device(10, 232)
+        );
+    }
+}
