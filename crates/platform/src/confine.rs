@@ -135,10 +135,9 @@ fn grant(path: &Path, mounts: &[(PathBuf, String)], out: &mut Vec<PathBuf>) {
     let below: Vec<&PathBuf> = mounts.iter().map(|(p, _)| p).filter(|p| p.starts_with(path) && *p != path).collect();
     if path == Path::new("/dev") {
         out.extend(DEV_ENTRIES.iter().map(|e| path.join(e)).filter(|p| !below.contains(&p)));
-        let mut sub: Vec<&PathBuf> = below.clone();
-        sub.dedup();
-        for m in sub {
-            if is_storage(fstype_of(mounts, m)) && fstype_of(mounts, m) != "devtmpfs" {
+        for m in below {
+            let fstype = fstype_of(mounts, m);
+            if is_storage(fstype) && fstype != "devtmpfs" {
                 grant(m, mounts, out);
             }
         }
@@ -173,6 +172,7 @@ fn open_path(path: &Path) -> Option<OwnedFd> {
 /// it would go on working after.
 fn check_open_files() -> Result<(), PlatformError> {
     let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return Ok(()) };
+    let mounts = mount_points().unwrap_or_default();
     for fd in fds.flatten() {
         let Some(n) = fd.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
         if !open_for_writing(n) || crate::pci::is_claim(n) {
@@ -187,7 +187,6 @@ fn check_open_files() -> Result<(), PlatformError> {
         } else if ft.is_fifo() || ft.is_socket() || !target.starts_with('/') {
             true // pipes, sockets, event and memfd descriptors
         } else {
-            let mounts = mount_points().unwrap_or_default();
             is_storage(fstype_of(&mounts, Path::new(&target)))
         };
         if !allowed {
