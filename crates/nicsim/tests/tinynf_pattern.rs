@@ -36,6 +36,26 @@ fn indices(input: &Device, output: &Device) -> String {
     )
 }
 
+/// What nicsim says of a port, for a stall message: what could stop a direction other than
+/// the agent.
+fn port_state(p: &nicsim::control::PortStats) -> String {
+    format!(
+        "port {}: generator {} ({} generated), link {}, {} RX and {} TX queues enabled, resets {}, removed {}, \
+         TX paused {}, drops {:?}, {} lint warnings",
+        p.port,
+        if p.generator_active { "on" } else { "off" },
+        p.generated,
+        if p.link_up { "up" } else { "down" },
+        p.rx_queues_enabled,
+        p.tx_queues_enabled,
+        p.resets,
+        p.removed,
+        p.tx_paused,
+        p.drops,
+        p.lint_warnings
+    )
+}
+
 /// What one direction's agent saw last, times in CLOCK_MONOTONIC ns: when the head the device
 /// writes back last moved, to what and how often, and when it last received a frame.
 #[derive(Default)]
@@ -184,14 +204,16 @@ fn attempt_forwarding(name: &str, percent: f64, directions: &[(usize, usize)], d
             })
             .collect();
         let faults: Vec<String> = s.ports.iter().flat_map(|p| p.faults.iter().map(|f| format!("{f:?}"))).collect();
+        let ports: Vec<String> = s.ports.iter().map(port_state).collect();
         panic!(
             "{percent} % of line rate: direction {k} stalled at {last:?} frames forwarded; {}; the head stood still \
              for {} µs with nicsim looking at the doorbells at least every {} µs meanwhile ({} late looks in all); \
-             DMA faults: {faults:?}",
+             DMA faults: {faults:?}; {}",
             at.join("; "),
             still.1.saturating_sub(still.0) / 1000,
             s.late_doorbells.threshold_ns / 1000,
-            s.late_doorbells.count
+            s.late_doorbells.count,
+            ports.join("; ")
         );
     };
     stop.store(true, Ordering::Relaxed);
