@@ -32,6 +32,14 @@ struct VmaKey {
     file_offset: u64,
 }
 
+impl VmaKey {
+    /// The link to exactly this mapping's file, which the kernel resolves under the process's
+    /// mmap lock; it does not exist once the mapping is gone.
+    fn map_files_path(&self) -> String {
+        format!("/proc/{}/map_files/{:x}-{:x}", self.pid, self.start, self.end)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Hit {
     phys: u64,
@@ -389,8 +397,7 @@ fn released(key: &VmaKey, lines: &[VmaKey]) -> bool {
     if lines.iter().any(|l| l.pid == key.pid && l.start < key.end && key.start < l.end) {
         return true;
     }
-    let exact = format!("/proc/{}/map_files/{:x}-{:x}", key.pid, key.start, key.end);
-    !std::fs::metadata(exact).is_ok_and(|m| split_dev(m.dev()) == key.dev && m.ino() == key.inode)
+    !std::fs::metadata(key.map_files_path()).is_ok_and(|m| split_dev(m.dev()) == key.dev && m.ino() == key.inode)
 }
 
 /// Parses one line of /proc/<pid>/maps into a candidate DMA mapping: shared, readable and
@@ -419,8 +426,7 @@ fn parse_maps_line(pid: u32, line: &str) -> Option<VmaKey> {
 
 /// Maps a driver's VMA into nicsim if it is hugetlbfs-backed.
 fn open_vma(v: &VmaKey) -> Option<MappedRegion> {
-    let path = format!("/proc/{}/map_files/{:x}-{:x}", v.pid, v.start, v.end);
-    let file = std::fs::OpenOptions::new().read(true).write(true).open(path).ok()?;
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(v.map_files_path()).ok()?;
     if !platform::fs::is_hugetlbfs(&file).ok()? {
         return None;
     }
