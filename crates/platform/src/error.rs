@@ -31,6 +31,9 @@ pub enum PlatformError {
     /// A port was opened after the process was confined: its configuration space can no
     /// longer be written.
     OpenedAfterConfinement { address: String },
+    /// A real device was to be opened while one file's pages are mapped twice in this process
+    /// (`mapped_once`).
+    MappedTwice { first: String, second: String },
     /// Any other I/O failure, with what we were doing.
     Io { context: String, source: io::Error },
 }
@@ -99,6 +102,11 @@ impl fmt::Display for PlatformError {
                 f,
                 "PCI function {address} was opened after a queue started, when this process can no longer \
                  write device files: open every port before starting the first queue"
+            ),
+            PlatformError::MappedTwice { first, second } => write!(
+                f,
+                "this process maps one file twice ({first}, and again {second}), and a second mapping of a \
+                 driver's memory reaches past the types that guard it: drop one mapping before opening a real device"
             ),
             PlatformError::Io { context, source } => write!(f, "{context}: {source}"),
         }

@@ -15,6 +15,7 @@ pub mod error;
 pub mod fs;
 pub mod hugepage;
 mod landlock;
+mod mapped_once;
 pub mod mem;
 pub mod ns;
 pub mod pagemap;
@@ -26,6 +27,7 @@ pub mod valgrind;
 
 pub use error::PlatformError;
 pub use hugepage::{DmaBacking, DmaMemory};
+pub use mapped_once::refuse_second_mappings;
 pub use mem::{MappedRegion, Span};
 pub use pci::PciFunction;
 pub use process::Reaped;

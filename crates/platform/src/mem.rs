@@ -20,7 +20,8 @@ use std::ptr::NonNull;
 /// model, as memory-mapped I/O is; what orders the two sides are explicit fences and the
 /// protocol (descriptors before tails, data before DD). Within this program a region is used
 /// from one thread at a time: it is `Send` but not `Sync`, so sharing one between threads does
-/// not compile:
+/// not compile, and a process that drives a real device refuses a second region over the same
+/// pages (`mapped_once`):
 ///
 /// ```compile_fail,E0277
 /// let r = platform::MappedRegion::anonymous(4096).unwrap();
@@ -102,18 +103,23 @@ impl MappedRegion {
         if populate {
             flags |= libc::MAP_POPULATE;
         }
-        Self::mmap(len, flags, file.as_raw_fd(), offset)
+        let range = crate::mapped_once::FileRange::of_file(file, offset, len)?;
+        crate::mapped_once::map(range, || Self::mmap(len, flags, file.as_raw_fd(), offset))
     }
 
     /// Anonymous shared memory backed by 2 MiB hugepages, populated at once.
     pub fn anonymous_hugetlb(len: usize) -> io::Result<Self> {
         let flags = libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | MAP_HUGE_2MB | libc::MAP_POPULATE;
-        Self::mmap(len, flags, -1, 0)
+        let region = Self::mmap(len, flags, -1, 0)?;
+        crate::mapped_once::register_anonymous(&region);
+        Ok(region)
     }
 
     /// Anonymous shared memory in ordinary pages (for tests that need no physical addresses).
     pub fn anonymous(len: usize) -> io::Result<Self> {
-        Self::mmap(len, libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_POPULATE, -1, 0)
+        let region = Self::mmap(len, libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_POPULATE, -1, 0)?;
+        crate::mapped_once::register_anonymous(&region);
+        Ok(region)
     }
 
     /// Length in bytes.
@@ -461,11 +467,13 @@ unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
 
 impl Drop for MappedRegion {
     fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` describe exactly the mapping created in `mmap`, and no reference
-        // into it outlives `self` (none is ever handed out).
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
+        crate::mapped_once::unmap(self.virt_addr(), || {
+            // SAFETY: `ptr`/`len` describe exactly the mapping created in `mmap`, and no
+            // reference into it outlives `self` (none is ever handed out).
+            unsafe {
+                libc::munmap(self.ptr.as_ptr().cast(), self.len);
+            }
+        });
     }
 }
 

@@ -170,6 +170,8 @@ impl PciFunction {
     /// Claims the function ([`Self::claim`]) and maps BAR0 (`resource0`) whole; fails unless
     /// it has exactly `expected_len` bytes. The claim is what keeps a second mapping away (in
     /// this process too: a lock is per open file), so the mapping should not outlive `self`.
+    /// For a real device (BAR0 on sysfs) the process refuses second mappings from then on
+    /// ([`crate::refuse_second_mappings`]), and the call fails if one exists already.
     pub fn map_bar0(&self, expected_len: usize) -> Result<MappedRegion, PlatformError> {
         self.claim()?;
         let path = self.dir.join("resource0");
@@ -177,6 +179,10 @@ impl PciFunction {
             std::io::ErrorKind::PermissionDenied => PlatformError::NotRoot { what: "mapping a PCI BAR" },
             _ => PlatformError::io(format!("opening {}", path.display()), e),
         })?;
+        // A real device's DMA memory must have no second mapping that could rewrite its rings.
+        if crate::fs::is_sysfs(&file).map_err(|e| PlatformError::io(format!("inspecting {}", path.display()), e))? {
+            crate::mapped_once::refuse_second_mappings()?;
+        }
         let len = file.metadata().map_err(|e| PlatformError::io("sizing resource0", e))?.len() as usize;
         if len != expected_len {
             return Err(PlatformError::io(
