@@ -1,6 +1,7 @@
 //! The driver's dependencies: a dependency's unsafe code is ours too, so the driver crates may
 //! depend (transitively, for the code they run) only on crates listed here, each with the
-//! reason it is trusted. Read with `cargo metadata`, for the platform the audit reads code of.
+//! reason it is trusted, and the driver binary only on these and those of
+//! `tool_dependencies.rs`. Read with `cargo metadata`, for the platform the audit reads code of.
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -112,9 +113,11 @@ struct DepKind {
     kind: Option<String>,
 }
 
-/// What the check found.
+/// What the check found for one set of root crates.
 #[derive(Debug, Clone, Serialize)]
 pub struct DependencyReport {
+    /// The crates whose graph was checked.
+    pub roots: Vec<String>,
     /// Every crate outside the trusted path crates the driver crates depend on.
     pub external: Vec<String>,
     /// Those not allowed (by name, source and pinned checksum), with the driver crate that
@@ -138,9 +141,10 @@ pub const ALLOWLIST: Allowlist<'static> = Allowlist {
     pinned: PINNED,
 };
 
-/// Runs `cargo metadata` on the workspace at `root` and checks the driver crates' dependencies
-/// against [`ALLOWLIST`] and the checksums of `Cargo.lock`.
-pub fn check(root: &Path) -> Result<DependencyReport, String> {
+/// Runs `cargo metadata` on the workspace at `root` and checks the checksums of `Cargo.lock`
+/// and the dependencies of the driver crates against [`ALLOWLIST`], and those of the driver
+/// binary against it and the binary's own lists (`tool_dependencies.rs`).
+pub fn check(root: &Path) -> Result<Vec<DependencyReport>, String> {
     let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .args(["metadata", "--format-version", "1", "--filter-platform", PLATFORM, "--manifest-path"])
         .arg(root.join("Cargo.toml"))
@@ -151,7 +155,18 @@ pub fn check(root: &Path) -> Result<DependencyReport, String> {
     }
     let lock = std::fs::read_to_string(root.join("Cargo.lock"))
         .map_err(|e| format!("reading Cargo.lock: {e} (run cargo metadata once to write it)"))?;
-    check_metadata(&String::from_utf8_lossy(&out.stdout), &lock, &DRIVER_CRATES, &ALLOWLIST)
+    let json = String::from_utf8_lossy(&out.stdout);
+    use crate::tool_dependencies as tool;
+    let path = [TRUSTED_PATH_CRATES, tool::TOOL_PATH_CRATES].concat();
+    let build_scripts = [BUILD_SCRIPTS, tool::TOOL_BUILD_SCRIPTS].concat();
+    let allowed = [ALLOWED, tool::TOOL_ALLOWED].concat();
+    let pinned = [PINNED, tool::TOOL_PINNED].concat();
+    let binary =
+        Allowlist { trusted_path_crates: &path, build_scripts: &build_scripts, allowed: &allowed, pinned: &pinned };
+    Ok(vec![
+        check_metadata(&json, &lock, &DRIVER_CRATES, &ALLOWLIST)?,
+        check_metadata(&json, &lock, &tool::BINARY_CRATES, &binary)?,
+    ])
 }
 
 /// Checksums in a `Cargo.lock`, by (name, version, source).
@@ -245,7 +260,11 @@ pub fn check_metadata(json: &str, lock: &str, roots: &[&str], list: &Allowlist) 
             }
         }
     }
-    Ok(DependencyReport { external: external.into_iter().collect(), not_allowed: not_allowed.into_iter().collect() })
+    Ok(DependencyReport {
+        roots: roots.iter().map(|r| r.to_string()).collect(),
+        external: external.into_iter().collect(),
+        not_allowed: not_allowed.into_iter().collect(),
+    })
 }
 
 #[cfg(test)]
@@ -345,10 +364,35 @@ mod tests {
     }
 
     #[test]
-    fn the_drivers_dependencies_are_all_allowed() {
+    fn the_drivers_and_the_binarys_dependencies_are_all_allowed() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let r = check(&root).unwrap();
-        assert!(r.not_allowed.is_empty(), "{r:?}");
-        assert!(r.external.iter().any(|e| e == "zerocopy"), "{r:?}");
+        let [driver, binary] = <[DependencyReport; 2]>::try_from(check(&root).unwrap()).unwrap();
+        assert_eq!(driver.roots, DRIVER_CRATES);
+        assert!(driver.not_allowed.is_empty(), "{driver:?}");
+        assert!(driver.external.iter().any(|e| e == "zerocopy"), "{driver:?}");
+        assert!(!driver.external.iter().any(|e| e == "clap"), "the driver library links no command line: {driver:?}");
+        assert_eq!(binary.roots, crate::tool_dependencies::BINARY_CRATES);
+        assert!(binary.not_allowed.is_empty(), "{binary:?}");
+        for linked in ["zerocopy", "clap", "plotters", "serde_json"] {
+            assert!(binary.external.iter().any(|e| e == linked), "{linked}: {binary:?}");
+        }
+    }
+
+    #[test]
+    fn the_binarys_lists_do_not_widen_the_drivers() {
+        // A crate allowed for the command line is refused in the driver library's graph.
+        let json = metadata(&format!("\"{IO}\""), "/ws/crates/helper/Cargo.toml");
+        let lock = lock("aa")
+            + &format!("\n[[package]]\nname = \"clap\"\nversion = \"4.0.0\"\nsource = \"{IO}\"\nchecksum = \"dd\"\n");
+        let driver_json =
+            json.replace(r#"{"pkg": "libc""#, r#"{"pkg": "clap", "dep_kinds": [{"kind": null}]}, {"pkg": "libc""#);
+        let r = check_metadata(&driver_json, &lock, &["drv"], &LIST).unwrap();
+        assert!(r.not_allowed.iter().any(|n| n.starts_with("clap (through drv)")), "{r:?}");
+        let allowed = [ALLOW, &[("clap", "the command line")]].concat();
+        let pinned = [PINS, &[("clap", "4.0.0", "dd")]].concat();
+        let binary =
+            Allowlist { trusted_path_crates: &["cli"], build_scripts: BUILDS, allowed: &allowed, pinned: &pinned };
+        let r = check_metadata(&json, &lock, &["cli"], &binary).unwrap();
+        assert_eq!((r.external.as_slice(), r.not_allowed.len()), (&["clap".to_string()][..], 0), "{r:?}");
     }
 }

@@ -15,7 +15,8 @@
 //! - **Unsafe budget** ([`budget`], [`unsafe_code`]): every kind of unsafe code, per crate;
 //!   for Ada ([`ada_features`]), its unsafe features per file, allowed only in its platform
 //!   packages, and no check turned off anywhere.
-//! - **Dependencies** ([`dependencies`]): the driver crates depend only on an allowlist.
+//! - **Dependencies** ([`dependencies`], [`tool_dependencies`]): the driver library, and the
+//!   driver binary with it, depend only on allowlists, pinned by checksum.
 //! - **Expanded code** ([`expanded`]): no macro emits unsafe code into the driver crates.
 #![forbid(unsafe_code)]
 
@@ -34,6 +35,7 @@ pub mod lines;
 pub mod registry;
 pub mod report;
 pub mod sizes;
+pub mod tool_dependencies;
 pub mod unsafe_code;
 
 use budget::CrateBudget;
@@ -52,7 +54,7 @@ pub struct Report {
     /// Registered loops on which `objdump -d` and the audit's decoder disagree.
     pub cross_check_failures: Vec<String>,
     pub crates: Vec<CrateBudget>,
-    pub dependencies: dependencies::DependencyReport,
+    pub dependencies: Vec<dependencies::DependencyReport>,
     /// Unsafe code in the driver crates' macro-expanded code.
     pub expanded: Vec<expanded::ExpandedReport>,
     pub sizes: Vec<SizeRow>,
@@ -123,7 +125,7 @@ pub fn audit(o: &Options) -> Result<Report, String> {
         && ada.iter().all(ada_features::AdaBudget::passed)
         && cross_check_failures.is_empty()
         && crates.iter().all(CrateBudget::passed)
-        && dependencies.not_allowed.is_empty()
+        && dependencies.iter().all(|d| d.not_allowed.is_empty())
         && expanded.iter().all(|e| e.findings.is_empty());
     Ok(Report {
         binary: o.binary.display().to_string(),

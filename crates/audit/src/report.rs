@@ -122,14 +122,16 @@ pub fn print_text(r: &Report) -> Result<(), String> {
         }
     }
     cli::outln!("Trusted kernel (crates/invariants): {} lines of code", r.trusted_kernel_lines)?;
-    cli::outln!(
-        "Driver dependencies ({}): {} crates besides the trusted path crates, {}",
-        crate::dependencies::DRIVER_CRATES.join(", "),
-        r.dependencies.external.len(),
-        if r.dependencies.not_allowed.is_empty() { "all allowed, from crates.io, pinned" } else { "SOME NOT ALLOWED" }
-    )?;
-    for d in &r.dependencies.not_allowed {
-        cli::outln!("      not allowed (crates/audit/src/dependencies.rs): {d}")?;
+    for deps in &r.dependencies {
+        cli::outln!(
+            "Dependencies of {}: {} crates besides the trusted path crates, {}",
+            deps.roots.join(", "),
+            deps.external.len(),
+            if deps.not_allowed.is_empty() { "all allowed, from crates.io, pinned" } else { "SOME NOT ALLOWED" }
+        )?;
+        for d in &deps.not_allowed {
+            cli::outln!("      not allowed (crates/audit/src/dependencies.rs, tool_dependencies.rs): {d}")?;
+        }
     }
     for e in &r.expanded {
         let verdict = if e.findings.is_empty() { "no unsafe code" } else { "UNSAFE CODE" };
