@@ -14,6 +14,7 @@ pub mod confine;
 pub mod error;
 pub mod fs;
 pub mod hugepage;
+pub mod keeper;
 mod landlock;
 mod mapped_once;
 pub mod mem;

@@ -179,9 +179,11 @@ impl PciFunction {
             std::io::ErrorKind::PermissionDenied => PlatformError::NotRoot { what: "mapping a PCI BAR" },
             _ => PlatformError::io(format!("opening {}", path.display()), e),
         })?;
-        // A real device's DMA memory must have no second mapping that could rewrite its rings.
+        // A real device's DMA memory must have no second mapping that could rewrite its rings,
+        // and its queues get keepers (`crate::keeper`).
         if crate::fs::is_sysfs(&file).map_err(|e| PlatformError::io(format!("inspecting {}", path.display()), e))? {
             crate::mapped_once::refuse_second_mappings()?;
+            REAL_DEVICE.store(true, std::sync::atomic::Ordering::SeqCst);
         }
         let len = file.metadata().map_err(|e| PlatformError::io("sizing resource0", e))?.len() as usize;
         if len != expected_len {
@@ -213,6 +215,19 @@ fn claims() -> std::sync::MutexGuard<'static, Vec<RawFd>> {
 /// Whether `fd` is the `config` file of an open [`PciFunction`].
 pub(crate) fn is_claim(fd: RawFd) -> bool {
     claims().contains(&fd)
+}
+
+/// The `config` descriptors of the open [`PciFunction`]s, whose locks are the claims.
+pub(crate) fn claimed_descriptors() -> Vec<RawFd> {
+    claims().clone()
+}
+
+/// Set once this process mapped the BAR of a device on sysfs: real hardware.
+static REAL_DEVICE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process has mapped the BAR of a real device (one on sysfs).
+pub(crate) fn real_device_opened() -> bool {
+    REAL_DEVICE.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// The process holding a `flock` on `file`, and its command name, from /proc/locks, whose
