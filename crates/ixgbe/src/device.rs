@@ -3,6 +3,7 @@
 use crate::memory::{DmaAddr, DmaLease};
 use crate::regs::*;
 use invariants::{DeviceMemory, VolatileArray, VolatilePtr};
+use platform::keeper::{Keeper, StopPlan};
 use platform::{MappedRegion, PciFunction, PlatformError};
 use std::fmt;
 use std::path::Path;
@@ -106,7 +107,7 @@ impl Port {
         let regs = DeviceMemory::from_region(&self.bar)
             .array::<u32, BAR0_DWORDS>(0)
             .expect("map_bar0 checked that BAR0 spans BAR0_LEN bytes");
-        Device { regs, address: &self.address }
+        Device { regs, bar: &self.bar, address: &self.address }
     }
 }
 
@@ -114,6 +115,8 @@ impl Port {
 #[derive(Clone, Copy)]
 pub struct Device<'a> {
     regs: VolatileArray<'a, u32, BAR0_DWORDS>,
+    /// The mapping behind `regs`, for a queue's keeper to inherit.
+    bar: &'a MappedRegion,
     address: &'a str,
 }
 
@@ -151,11 +154,14 @@ pub struct InputRegisters<'a> {
 /// back 0) [DS 4.6.7.1.2, 4.6.8]; if it does not within a second, it stops every DMA of the
 /// function (master disable [DS 5.2.5.3.2]). It holds a [`DmaLease`] on the queue's memory,
 /// given back only once the device confirmed: the memory is unmapped after the device stopped
-/// using it, and never if this value is leaked or the device does not confirm.
+/// using it, and never if this value is leaked or the device does not confirm. On a real
+/// device it also has a keeper (`platform::keeper`), a process that holds the memory and does
+/// the same stop if this process ends without running `Drop` (`process::exit`, abort, SIGKILL).
 pub struct EnabledQueue<'a> {
     device: Device<'a>,
     control: Reg,
     lease: Option<DmaLease>,
+    keeper: Option<Keeper>,
 }
 
 impl Drop for EnabledQueue<'_> {
@@ -181,10 +187,15 @@ impl Drop for EnabledQueue<'_> {
             }
             _ => true,
         };
-        let lease = self.lease.take();
-        if !stopped {
-            // The device may still be using the memory: keep it mapped and never hand it out.
-            std::mem::forget(lease);
+        let (lease, keeper) = (self.lease.take(), self.keeper.take());
+        if stopped {
+            if let Some(keeper) = keeper {
+                keeper.stopped();
+            }
+        } else {
+            // The device may still be using the memory: keep it mapped and never hand it out,
+            // and leave the keeper to try again, and hold it, once this process ends.
+            std::mem::forget((lease, keeper));
         }
     }
 }
@@ -441,9 +452,10 @@ impl<'a> Device<'a> {
         let bsize = (crate::BUFFER_SIZE / 1024) as u32;
         let drop_en = if self.flow_control() { 0 } else { SRRCTL_DROP_EN };
         self.write(srrctl(q), (self.read(srrctl(q)) & !(SRRCTL_BSIZEPACKET_MASK | SRRCTL_DROP_EN)) | bsize | drop_en);
+        let keeper = self.keeper(rxdctl(q))?;
         self.set(rxdctl(q), RXDCTL_ENABLE);
         // From here on the queue is disabled again on every way out, errors included.
-        let queue = EnabledQueue { device: *self, control: rxdctl(q), lease: Some(lease) };
+        let queue = EnabledQueue { device: *self, control: rxdctl(q), lease: Some(lease), keeper };
         self.wait(rxdctl(q), RXDCTL_ENABLE, RXDCTL_ENABLE, "RXDCTL.ENABLE", Duration::from_secs(1))?;
         self.write(rdt(q), tail);
         self.start_receive()?;
@@ -481,10 +493,29 @@ impl<'a> Device<'a> {
         }
         self.clear(dca_txctrl(q), DCA_TXCTRL_RELAXED_WRITE);
         self.set(DMATXCTL, DMATXCTL_TE);
+        let keeper = self.keeper(txdctl(q))?;
         self.set(txdctl(q), TXDCTL_ENABLE);
-        let queue = EnabledQueue { device: *self, control: txdctl(q), lease: Some(lease) };
+        let queue = EnabledQueue { device: *self, control: txdctl(q), lease: Some(lease), keeper };
         self.wait(txdctl(q), TXDCTL_ENABLE, TXDCTL_ENABLE, "TXDCTL.ENABLE", Duration::from_secs(1))?;
         Ok(TxRegisters { tail: self.register(tdt(q)), head: self.register(tdh(q)), queue })
+    }
+
+    /// A keeper for the queue whose control register is `control`, if this process's queues
+    /// get them (a real device, or `platform::keeper::keep_every_queue`). Started after the
+    /// queue's memory is mapped and before the queue is enabled, so that it holds both.
+    fn keeper(&self, control: Reg) -> Result<Option<Keeper>, DriverError> {
+        if !platform::keeper::keeps_queues() {
+            return Ok(None);
+        }
+        let plan = StopPlan {
+            control: control.get() * 4,
+            enable: RXDCTL_ENABLE, // the same bit as TXDCTL.ENABLE
+            ctrl: CTRL.get() * 4,
+            master_disable: CTRL_MASTER_DISABLE,
+            status: STATUS.get() * 4,
+            master_enable: STATUS_MASTER_ENABLE,
+        };
+        Ok(Some(Keeper::start(self.bar, plan)?))
     }
 
     /// Totals since reset (or since the last read on hardware, where they clear on read).
