@@ -28,6 +28,21 @@ fn settle() {
     std::thread::sleep(Duration::from_millis(20));
 }
 
+/// Waits until nicsim's queue counts per port are `expected`: it applies register writes on
+/// its own poll, which a busy host can delay. A minute is far beyond any poll, so only a wrong
+/// state fails, never a slow one.
+fn expect_enabled(sim: &Session, expected: &[(usize, usize)], what: &str) {
+    let start = std::time::Instant::now();
+    loop {
+        let now = enabled_queues(sim);
+        if now.len() >= expected.len() && now[..expected.len()] == *expected {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "{what}: enabled queues per port {now:?}, not {expected:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[test]
 fn dropped_queues_are_disabled_before_their_memory_goes() {
     let sim = common::nicsim("queue-lifetime");
@@ -42,32 +57,28 @@ fn dropped_queues_are_disabled_before_their_memory_goes() {
         let mut pool = parts.pool;
         let rx = RxQueue::<RING>::new(&a, parts.rx, &mut pool).unwrap();
         let tx = TxQueue::<RING>::new(&b, parts.tx).unwrap();
-        settle();
-        assert_eq!(enabled_queues(&sim), [(1, 0), (0, 1)]);
+        expect_enabled(&sim, &[(1, 0), (0, 1)], "queues enabled");
         drop((rx, tx));
         // Read straight after the drop: the device had confirmed before it returned.
         assert_eq!(a.read(rxdctl(q0)) & RXDCTL_ENABLE, 0, "RX queue disabled on drop");
         assert_eq!(b.read(txdctl(q0)) & TXDCTL_ENABLE, 0, "TX queue disabled on drop");
     }
     drop(mem);
-    settle();
-    assert_eq!(enabled_queues(&sim), [(0, 0), (0, 0)], "nothing left enabled on the freed memory");
+    expect_enabled(&sim, &[(0, 0), (0, 0)], "nothing left enabled on the freed memory");
 
     // An agent: its RX queue on one port and TX queue on the other.
     let mut agent_mem = AgentMemory::<256>::allocate(1).unwrap();
     {
         let one = ConstOutputs::<1>;
         let agent = Agent::<_, 256>::new(&mut agent_mem, &a, &one.array(|_| b), one).unwrap();
-        settle();
-        assert_eq!(enabled_queues(&sim), [(1, 0), (0, 1)]);
+        expect_enabled(&sim, &[(1, 0), (0, 1)], "queues enabled");
         assert_ne!(a.read(rdbal(q0)), 0, "the ring is in the agent's memory");
         drop(agent);
         assert_eq!(a.read(rxdctl(q0)) & RXDCTL_ENABLE, 0);
         assert_eq!(b.read(txdctl(q0)) & TXDCTL_ENABLE, 0);
     }
     drop(agent_mem);
-    settle();
-    assert_eq!(enabled_queues(&sim), [(0, 0), (0, 0)]);
+    expect_enabled(&sim, &[(0, 0), (0, 0)], "nothing left enabled on the freed memory");
 }
 
 #[test]
@@ -84,8 +95,7 @@ fn queues_enabled_before_an_error_are_disabled_again() {
     let one = ConstOutputs::<1>;
     let e = Agent::<_, 256>::new(&mut agent_mem, &a, &one.array(|_| a), one).err().expect("RX queue 0 is in use");
     assert!(e.to_string().contains("RX queue 0"), "{e}");
-    settle();
-    assert_eq!(enabled_queues(&sim)[0], (1, 0), "the agent's TX queue was disabled again; the RX queue stays");
+    expect_enabled(&sim, &[(1, 0)], "the agent's TX queue was disabled again; the RX queue stays");
     drop(rx);
 }
 
