@@ -119,7 +119,10 @@ fn tinynf_style_agents_forward_a_million_packets_each_way() {
                 }
                 heads = (heads.0.max(ab.head()), heads.1.max(ba.head()));
             }
-            heads
+            // The agents go back to the test, which keeps them (their queues enabled on their
+            // memory) until it has read the statistics: dropped here, their memory would be
+            // released under enabled queues, a fault nicsim may log before the read.
+            (heads, ab, ba)
         })
     };
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -134,7 +137,7 @@ fn tinynf_style_agents_forward_a_million_packets_each_way() {
         assert!(Instant::now() < deadline, "forwarding stalled at {total}");
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (head_ab, head_ba) = agents.join().unwrap();
+    let ((head_ab, head_ba), _ab, _ba) = agents.join().unwrap();
     let s = sim.stats();
     for p in &s.ports {
         let other = 1 - p.port;
