@@ -9,13 +9,14 @@
 
 mod common;
 
+use common::enabled_queues;
 use ixgbe::queues::{QueueMemory, RxQueue, TxQueue};
 use ixgbe::Port;
 use nicsim::session::Session;
 use nicsim::wire::TrafficSpec;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const RING: usize = 64;
 
@@ -72,10 +73,6 @@ fn drive_and_end(sim: &Session, end: &str, keep: bool) -> String {
     text
 }
 
-fn enabled_queues(sim: &Session) -> Vec<(usize, usize)> {
-    sim.stats().unwrap().ports.iter().map(|p| (p.rx_queues_enabled, p.tx_queues_enabled)).collect()
-}
-
 /// Every DMA fault nicsim recorded (a queue on released memory among them).
 fn released_faults(sim: &Session) -> Vec<String> {
     let stats = sim.stats().unwrap();
@@ -84,11 +81,7 @@ fn released_faults(sim: &Session) -> Vec<String> {
 
 /// Waits up to a minute (the keeper needs microseconds) for `done`.
 fn eventually(what: &str, done: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < Duration::from_secs(60), "{what} did not happen within a minute");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(common::within_a_minute(done), "{what} did not happen within a minute");
 }
 
 /// A frame for port 0, whose RX queue was the driver's: into its ring's memory if the queue

@@ -9,6 +9,7 @@
 use ixgbe::agent::{Agent, AgentMemory, ConstOutputs, Outputs};
 mod common;
 
+use common::enabled_queues;
 use ixgbe::queues::{QueueMemory, RxQueue, TxQueue};
 use ixgbe::regs::{
     is_application_writable, rdbal, reg, rxdctl, txdctl, QueueIndex, APPLICATION_WRITABLE, BAR0_DWORDS, EIMC,
@@ -19,28 +20,19 @@ use std::time::Duration;
 
 const RING: usize = 64;
 
-fn enabled_queues(s: &Session) -> Vec<(usize, usize)> {
-    s.stats().unwrap().ports.iter().map(|p| (p.rx_queues_enabled, p.tx_queues_enabled)).collect()
-}
-
 /// nicsim applies register writes on its own poll: give it a moment.
 fn settle() {
     std::thread::sleep(Duration::from_millis(20));
 }
 
-/// Waits until nicsim's queue counts per port are `expected`: it applies register writes on
-/// its own poll, which a busy host can delay. A minute is far beyond any poll, so only a wrong
-/// state fails, never a slow one.
+/// Waits until nicsim's queue counts of the first ports are `expected`.
 fn expect_enabled(sim: &Session, expected: &[(usize, usize)], what: &str) {
-    let start = std::time::Instant::now();
-    loop {
-        let now = enabled_queues(sim);
-        if now.len() >= expected.len() && now[..expected.len()] == *expected {
-            return;
-        }
-        assert!(start.elapsed() < Duration::from_secs(60), "{what}: enabled queues per port {now:?}, not {expected:?}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let mut now = Vec::new();
+    let reached = common::within_a_minute(|| {
+        now = enabled_queues(sim);
+        now.len() >= expected.len() && now[..expected.len()] == *expected
+    });
+    assert!(reached, "{what}: enabled queues per port {now:?}, not {expected:?}");
 }
 
 #[test]
@@ -201,11 +193,7 @@ fn a_leaked_queue_keeps_its_memory_and_the_memory_is_not_handed_out_again() {
     drop(pool);
     drop(mem);
     // nicsim's view of the block, if it had found it, goes on its next look.
-    let start = std::time::Instant::now();
-    while dma_mappings() != before {
-        assert!(start.elapsed() < Duration::from_secs(60), "memory of a stopped queue is unmapped");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(common::within_a_minute(|| dma_mappings() == before), "memory of a stopped queue is unmapped");
 
     // Leaked: the device still owns the ring and buffers.
     let mut mem = QueueMemory::<RING>::allocate(2 * RING).unwrap();

@@ -220,15 +220,9 @@ impl ProcDmaSpace {
         // Pages one process let go may still be held by another that maps a BAR too (a
         // driver's keeper holds a queue's memory until it has stopped the queue): find those
         // first, so that their mappings keep the pages reachable, as the pages stay allocated.
+        // (The regions this adds are not in `still`: `released` finds them through map_files.)
         if self.regions.iter().any(|r| released(&r.key, &still)) {
             self.rescan(true, false);
-            for pid in self.driver_pids.clone() {
-                if !still.iter().any(|v| v.pid == pid) {
-                    if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
-                        still.extend(maps.lines().filter_map(|l| parse_maps_line(pid, l)));
-                    }
-                }
-            }
         }
         let before = self.regions.len();
         self.regions.retain(|r| !released(&r.key, &still));
