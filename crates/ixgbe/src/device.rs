@@ -452,7 +452,7 @@ impl<'a> Device<'a> {
         let bsize = (crate::BUFFER_SIZE / 1024) as u32;
         let drop_en = if self.flow_control() { 0 } else { SRRCTL_DROP_EN };
         self.write(srrctl(q), (self.read(srrctl(q)) & !(SRRCTL_BSIZEPACKET_MASK | SRRCTL_DROP_EN)) | bsize | drop_en);
-        let keeper = self.keeper(rxdctl(q))?;
+        let keeper = self.keeper(rxdctl(q), &lease)?;
         self.set(rxdctl(q), RXDCTL_ENABLE);
         // From here on the queue is disabled again on every way out, errors included.
         let queue = EnabledQueue { device: *self, control: rxdctl(q), lease: Some(lease), keeper };
@@ -493,17 +493,18 @@ impl<'a> Device<'a> {
         }
         self.clear(dca_txctrl(q), DCA_TXCTRL_RELAXED_WRITE);
         self.set(DMATXCTL, DMATXCTL_TE);
-        let keeper = self.keeper(txdctl(q))?;
+        let keeper = self.keeper(txdctl(q), &lease)?;
         self.set(txdctl(q), TXDCTL_ENABLE);
         let queue = EnabledQueue { device: *self, control: txdctl(q), lease: Some(lease), keeper };
         self.wait(txdctl(q), TXDCTL_ENABLE, TXDCTL_ENABLE, "TXDCTL.ENABLE", Duration::from_secs(1))?;
         Ok(TxRegisters { tail: self.register(tdt(q)), head: self.register(tdh(q)), queue })
     }
 
-    /// A keeper for the queue whose control register is `control`, if this process's queues
-    /// get them (a real device, or `platform::keeper::keep_every_queue`). Started after the
-    /// queue's memory is mapped and before the queue is enabled, so that it holds both.
-    fn keeper(&self, control: Reg) -> Result<Option<Keeper>, DriverError> {
+    /// Hands the queue whose control register is `control`, and the memory `lease` holds, to
+    /// the process's keeper, if its queues get one (a real device, or
+    /// `platform::keeper::keep_every_queue`). Called before the queue is enabled, so that the
+    /// keeper holds the memory for as long as the queue may use it.
+    fn keeper(&self, control: Reg, lease: &DmaLease) -> Result<Option<Keeper>, DriverError> {
         if !platform::keeper::keeps_queues() {
             return Ok(None);
         }
@@ -515,7 +516,7 @@ impl<'a> Device<'a> {
             status: STATUS.get() * 4,
             master_enable: STATUS_MASTER_ENABLE,
         };
-        Ok(Some(Keeper::start(self.bar, plan)?))
+        Ok(Some(Keeper::start(self.bar, plan, lease.region())?))
     }
 
     /// Totals since reset (or since the last read on hardware, where they clear on read).

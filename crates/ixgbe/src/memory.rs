@@ -46,6 +46,13 @@ pub(crate) struct DmaLease {
     shared: Rc<Shared>,
 }
 
+impl DmaLease {
+    /// The mapping of the memory, for the queue's keeper.
+    pub(crate) fn region(&self) -> &platform::MappedRegion {
+        self.shared.mem.region()
+    }
+}
+
 impl Drop for DmaLease {
     fn drop(&mut self) {
         self.shared.leases.set(self.shared.leases.get() - 1);

@@ -1,6 +1,7 @@
 //! A driver that ends without running its destructors, with queues enabled: `process::exit`,
-//! `abort` or SIGKILL. The kernel frees its memory at once, while the device may still write
-//! it. Each queue's keeper (`platform::keeper`) holds the memory and stops the queue first. A
+//! `abort` or SIGKILL (sent to its keeper too). The kernel frees its memory at once, while the
+//! device may still write it. The keeper (`platform::keeper`) holds each queue's memory and
+//! stops the queue first. A
 //! real device always gets keepers; here they are asked for on nicsim's devices
 //! (`keep_every_queue`). nicsim runs in this process and each driver in a child (this binary
 //! run with `--ignored --exact <helper>`); nicsim stops a queue left enabled on memory no
@@ -47,8 +48,11 @@ fn helper_end_with_queues_enabled() {
     match std::env::var("KEEPER_TEST_END").as_deref() {
         Ok("abort") => std::process::abort(),
         Ok("kill") => {
+            // As an attacker would end it: the keeper first (refused: it is outside the
+            // confinement), then itself.
             let me = std::process::id().to_string();
-            let _ = Command::new("kill").args(["-KILL", &me]).status();
+            let keeper = platform::keeper::keeper_pid().map(|p| p.to_string()).unwrap_or_default();
+            let _ = Command::new("kill").args(["-KILL", &keeper, &me]).status();
             std::thread::sleep(Duration::from_secs(60));
         }
         _ => std::process::exit(0),

@@ -6,8 +6,10 @@
 //! or `/dev/mem`, all with `std::fs` alone. [`confine_process`] takes that away for good: from
 //! then on every thread of the process, and every program it starts, may open files for
 //! writing only on storage file systems (listed below) and a few harmless devices; it may not
-//! create device nodes, `ptrace` or `process_vm_writev`. A file already open for writing on
-//! anything else makes it fail, since the restriction applies to opening only.
+//! create device nodes, `ptrace`, `process_vm_writev` or change another process's limits. A
+//! process whose queues have a keeper (`crate::keeper`) starts it first and may then signal
+//! no process outside the restriction. A file already open for writing on anything else makes
+//! it fail, since the restriction applies to opening only.
 
 use crate::error::PlatformError;
 use crate::landlock::{self, Ruleset, MAKE_BLOCK, MAKE_CHAR, TRUNCATE, WRITE_FILE};
@@ -70,21 +72,44 @@ pub fn confine_process() -> Result<(), PlatformError> {
         return Ok(());
     }
     if !*confined {
-        restrict()?;
+        // The keeper is forked before the restriction, which then keeps the driver from
+        // signalling it.
+        let keeper = crate::keeper::keeps_queues();
+        if keeper {
+            crate::keeper::start_keeper()?;
+        }
+        restrict(keeper)?;
         *confined = true;
     }
     // Checked after: no thread can open another such file once all are restricted.
     check_open_files()
 }
 
-fn restrict() -> Result<(), PlatformError> {
+/// Restricts every thread; with `shield_keeper`, also keeps them, and every program they
+/// start, from signalling a process outside the restriction, such as the keeper.
+fn restrict(shield_keeper: bool) -> Result<(), PlatformError> {
     let abi = landlock::abi_version().map_err(|e| PlatformError::Unconfinable {
         why: format!("the kernel offers no Landlock ({e})"),
         fix: "use Linux 5.13 or later with Landlock enabled (`lsm=landlock,…` on the kernel command line)",
     })?;
+    let mut scoped = 0;
+    if shield_keeper {
+        let errata = landlock::errata().unwrap_or(0);
+        if abi < 6 || errata & landlock::ERRATUM_THREADS_SIGNAL == 0 {
+            return Err(PlatformError::Unconfinable {
+                why: format!(
+                    "the kernel's Landlock (ABI {abi}, errata {errata:#x}) cannot keep the driver from signalling the \
+                     keeper of its queues"
+                ),
+                fix: "use Linux 6.15 or later (Landlock ABI 6 with erratum 2)",
+            });
+        }
+        scoped = landlock::SCOPE_SIGNAL;
+    }
     let write = WRITE_FILE | if abi >= 3 { TRUNCATE } else { 0 };
     let failed = |what: &str, e: std::io::Error| PlatformError::io(format!("confining the process: {what}"), e);
-    let ruleset = Ruleset::new(write | MAKE_CHAR | MAKE_BLOCK).map_err(|e| failed("creating the ruleset", e))?;
+    let ruleset =
+        Ruleset::new(write | MAKE_CHAR | MAKE_BLOCK, scoped).map_err(|e| failed("creating the ruleset", e))?;
     let mounts = mount_points().map_err(|e| failed("reading /proc/self/mountinfo", e))?;
     for path in writable_paths(&mounts) {
         if let Some(fd) = open_path(&path) {

@@ -1,21 +1,30 @@
-//! A process that outlives a driver to stop a queue's DMA before its memory can be freed.
+//! A process that outlives a driver to stop its queues' DMA before their memory can be freed.
 //!
 //! A queue's `Drop` disables it and waits for the device to confirm before its memory goes.
 //! `process::exit`, `abort`, a crash or SIGKILL skip every destructor, and the kernel frees the
-//! pages while the device may still write them. A [`Keeper`] closes that gap for one queue: a
-//! child forked just before the queue is enabled, so that it maps what the driver maps (the
-//! BAR, the queue's memory) and holds the device's claim. Told that the queue stopped
-//! ([`Keeper::stopped`]), it exits at once. If the driver ends first, it clears the queue's
-//! enable bit, waits for the device to confirm, falls back to a master disable, and only then
-//! exits and lets the memory go; if the device confirms neither, it keeps the memory for as
-//! long as it lives. Its end of a pipe tells it which: a byte means stopped, end-of-file means
-//! the driver is gone, however it went.
+//! pages while the device may still write them. The keeper closes that gap: one child per
+//! driver process, forked before the process is confined (`crate::confine`), so that nothing
+//! the driver runs from then on can signal, trace or limit it. It inherits the claims and the
+//! BAR mappings the driver had then. Before a queue is enabled, the driver hands the keeper the
+//! queue's memory (a descriptor of the file behind the mapping, which the keeper maps too, so
+//! the pages stay allocated) and how to stop the queue ([`StopPlan`]). The keeper lets a
+//! queue's memory go only once it has read the device's confirmation itself: when the driver
+//! says the queue stopped (a message it does not trust: anyone with a copy of the socket could
+//! send it), and, for every queue it still holds, when the driver is gone however it went. If
+//! the device confirms neither the queue's stop nor a master disable, the keeper holds the
+//! memory for as long as it lives.
 
 use crate::error::PlatformError;
 use crate::mem::MappedRegion;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage};
+use std::io::IoSlice;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+
+mod child;
 
 /// How the keeper stops a queue: byte offsets in BAR0 and their bits.
 #[derive(Debug, Clone, Copy)]
@@ -48,73 +57,213 @@ pub fn keeps_queues() -> bool {
     KEEP_EVERY_QUEUE.load(Ordering::SeqCst) || crate::pci::real_device_opened()
 }
 
-/// The keeper of one enabled queue, a child process.
+/// How many queues one keeper holds at most (an 82599 has 128 RX and 128 TX queues per port).
+const SLOTS: usize = 1024;
+
+/// The keeper's process and the driver's end of its socket.
+struct KeeperProcess {
+    pid: rustix::process::Pid,
+    socket: OwnedFd,
+    next_id: u64,
+}
+
+static KEEPER: Mutex<Option<KeeperProcess>> = Mutex::new(None);
+
+fn keeper_process() -> MutexGuard<'static, Option<KeeperProcess>> {
+    KEEPER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Starts this process's keeper unless it runs already. The confinement calls it before it
+/// restricts the process, so that the keeper is outside what the restriction lets the driver
+/// reach; a process never confined gets its keeper at its first [`Keeper::start`].
+pub(crate) fn start_keeper() -> Result<(), PlatformError> {
+    let mut keeper = keeper_process();
+    if keeper.is_none() {
+        *keeper = Some(fork_keeper()?);
+    }
+    Ok(())
+}
+
+/// The keeper's process id, once it was started.
+pub fn keeper_pid() -> Option<u32> {
+    keeper_process().as_ref().map(|k| k.pid.as_raw_nonzero().get() as u32)
+}
+
+/// What the driver tells the keeper, as eight native-endian words.
+const START: u64 = 1;
+const RELEASE: u64 = 2;
+const MESSAGE: usize = 8 * 8;
+
+/// The keeper's one-byte replies.
+const HELD: u8 = 0;
+const NOT_A_BAR: u8 = 1;
+const FULL: u8 = 2;
+const UNMAPPABLE: u8 = 3;
+const NOT_STOPPED: u8 = 4;
+const MALFORMED: u8 = 5;
+
+fn encode(kind: u64, id: u64, bar: usize, plan: StopPlan) -> [u8; MESSAGE] {
+    let words = [
+        kind,
+        id,
+        bar as u64,
+        plan.control as u64,
+        u64::from(plan.enable),
+        plan.ctrl as u64 | (plan.status as u64) << 32,
+        u64::from(plan.master_disable),
+        u64::from(plan.master_enable),
+    ];
+    let mut out = [0u8; MESSAGE];
+    for (chunk, w) in out.chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&w.to_ne_bytes());
+    }
+    out
+}
+
+fn decode(bytes: &[u8; MESSAGE]) -> (u64, u64, usize, StopPlan) {
+    let mut w = [0u64; 8];
+    for (word, chunk) in w.iter_mut().zip(bytes.chunks_exact(8)) {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(chunk);
+        *word = u64::from_ne_bytes(b);
+    }
+    let plan = StopPlan {
+        control: w[3] as usize,
+        enable: w[4] as u32,
+        ctrl: (w[5] & 0xFFFF_FFFF) as usize,
+        status: (w[5] >> 32) as usize,
+        master_disable: w[6] as u32,
+        master_enable: w[7] as u32,
+    };
+    (w[0], w[1], w[2] as usize, plan)
+}
+
+/// One enabled queue's hold in the keeper: dropping it (or [`Keeper::stopped`]) asks the
+/// keeper to let the queue's memory go, which it does once it reads the queue stopped.
 #[derive(Debug)]
 pub struct Keeper {
-    pid: rustix::process::Pid,
-    /// The only writable end of the keeper's pipe: a byte, or its closing when this process
-    /// ends, is the keeper's one message.
-    release: Option<OwnedFd>,
+    id: u64,
 }
 
 impl Keeper {
-    /// Forks the keeper of a queue that `plan` stops through `bar`, the device's BAR0. Call it
-    /// after the queue's memory is mapped and before the queue is enabled.
-    pub fn start(bar: &MappedRegion, plan: StopPlan) -> Result<Keeper, PlatformError> {
+    /// Hands the keeper `memory`, the queue's, and how `plan` stops the queue through `bar`,
+    /// the device's BAR0. Call it after the queue's memory is mapped and before the queue is
+    /// enabled. Fails if the process was confined without a keeper (call
+    /// [`keep_every_queue`] before the first queue), or the BAR was mapped after the keeper
+    /// started (open every port before the first queue).
+    pub fn start(bar: &MappedRegion, plan: StopPlan, memory: &MappedRegion) -> Result<Keeper, PlatformError> {
+        let failed = |e: std::io::Error| PlatformError::io("handing a queue to its keeper", e);
         for at in [plan.control, plan.ctrl, plan.status] {
-            if !bar.contains(at, 4) || at % 4 != 0 {
-                return Err(PlatformError::io(
-                    "starting a queue's keeper",
-                    std::io::Error::other(format!("register offset {at:#x} is not a register of the BAR")),
-                ));
+            if !bar.contains(at, 4) || at % 4 != 0 || at > u32::MAX as usize {
+                return Err(failed(std::io::Error::other(format!(
+                    "register offset {at:#x} is not a register of the BAR"
+                ))));
             }
         }
-        let failed = |e: std::io::Error| PlatformError::io("starting a queue's keeper", e);
-        let (listen, release) =
-            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| failed(e.into()))?;
-        // Every descriptor but these is closed in the keeper (the pipes of other keepers, the
-        // driver's standard output): decided here, since the child may not allocate.
-        let mut keep: Vec<RawFd> = crate::pci::claimed_descriptors();
-        keep.push(listen.as_raw_fd());
-        keep.sort_unstable();
-        let gaps = descriptor_gaps(&keep);
-        let registers = bar.as_ptr().as_ptr();
-        // SAFETY: fork duplicates this process; in the child only `keep_queue` runs, which
-        // makes only async-signal-safe system calls and volatile accesses to the BAR mapping
-        // the child inherited, allocates nothing, takes no lock, and never returns (it ends
-        // with `_exit`), so no state of the parent's other threads is used there.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            keep_queue(listen.as_raw_fd(), &gaps, registers, plan);
+        // The file behind the mapping, writable as the mapping is, for the keeper to map too.
+        let (start, len) = (memory.virt_addr(), memory.len());
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(format!("/proc/self/map_files/{start:x}-{:x}", start + len))
+            .map_err(failed)?;
+        let mut keeper = keeper_process();
+        let k = match keeper.as_mut() {
+            Some(k) => k,
+            None if crate::confine::is_confined() => {
+                return Err(failed(std::io::Error::other(
+                    "this process was confined without a keeper: call platform::keeper::keep_every_queue() before \
+                     its first queue",
+                )))
+            }
+            None => keeper.insert(fork_keeper()?),
+        };
+        let id = k.next_id;
+        k.next_id += 1;
+        match k.ask(&encode(START, id, bar.virt_addr(), plan), Some(file.as_fd())).map_err(failed)? {
+            HELD => Ok(Keeper { id }),
+            NOT_A_BAR => Err(failed(std::io::Error::other(
+                "the BAR was mapped after the keeper started: open every port before the first queue",
+            ))),
+            FULL => Err(failed(std::io::Error::other(format!("the keeper holds {SLOTS} queues already")))),
+            other => Err(failed(std::io::Error::other(format!("the keeper refused the queue (reply {other})")))),
         }
-        let forked = std::io::Error::last_os_error();
-        drop(listen);
-        let pid = rustix::process::Pid::from_raw(pid).filter(|_| pid > 0).ok_or_else(|| failed(forked))?;
-        Ok(Keeper { pid, release: Some(release) })
     }
 
-    /// The queue stopped and the device confirmed it: the keeper exits without touching the
-    /// device, and is reaped.
-    pub fn stopped(mut self) {
-        if let Some(release) = self.release.take() {
-            let _ = rustix::io::write(&release, b"s");
-        }
-        let _ = rustix::process::waitpid(Some(self.pid), rustix::process::WaitOptions::empty());
-    }
+    /// The queue stopped and the device confirmed it: the keeper reads that too and lets the
+    /// memory go.
+    pub fn stopped(self) {}
 
     /// The keeper's process id.
     pub fn pid(&self) -> u32 {
-        self.pid.as_raw_nonzero().get() as u32
+        keeper_pid().unwrap_or(0)
     }
 }
 
 impl Drop for Keeper {
-    /// Without [`Keeper::stopped`], the queue was not confirmed stopped: the keeper stops it
-    /// now, as if this process had ended, and is reaped later if it can be.
+    /// Asks the keeper to let the memory go; it stops the queue first if it still runs (as if
+    /// this process had ended), and keeps the memory if the device confirms no stop.
     fn drop(&mut self) {
-        drop(self.release.take());
-        let _ = rustix::process::waitpid(Some(self.pid), rustix::process::WaitOptions::NOHANG);
+        if let Some(k) = keeper_process().as_mut() {
+            let _ = k.ask(&encode(RELEASE, self.id, 0, NO_PLAN), None);
+        }
     }
+}
+
+const NO_PLAN: StopPlan = StopPlan { control: 0, enable: 0, ctrl: 0, master_disable: 0, status: 0, master_enable: 0 };
+
+impl KeeperProcess {
+    /// Sends one message (with a descriptor) and waits for the keeper's reply.
+    fn ask(&mut self, message: &[u8; MESSAGE], fd: Option<std::os::fd::BorrowedFd<'_>>) -> std::io::Result<u8> {
+        let fds;
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if let Some(fd) = fd {
+            fds = [fd];
+            control.push(SendAncillaryMessage::ScmRights(&fds));
+        }
+        rustix::net::sendmsg(&self.socket, &[IoSlice::new(message)], &mut control, rustix::net::SendFlags::NOSIGNAL)?;
+        let mut reply = [0u8; 1];
+        loop {
+            match rustix::io::read(&self.socket, &mut reply) {
+                Ok(1) => return Ok(reply[0]),
+                Ok(_) => return Err(std::io::Error::other("the keeper is gone")),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Forks the keeper. Every descriptor but its socket and the claims is closed in it, and it
+/// knows the BAR mappings it inherited: decided here, since the child may not allocate.
+fn fork_keeper() -> Result<KeeperProcess, PlatformError> {
+    let failed = |e: std::io::Error| PlatformError::io("starting the queues' keeper", e);
+    let (socket, theirs) = rustix::net::socketpair(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::SEQPACKET,
+        rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(|e| failed(e.into()))?;
+    let mut keep: Vec<RawFd> = crate::pci::claimed_descriptors();
+    keep.push(theirs.as_raw_fd());
+    keep.sort_unstable();
+    let gaps = descriptor_gaps(&keep);
+    let bars = crate::pci::mapped_bars();
+    let mut slots = child::Slot::table();
+    // SAFETY: fork duplicates this process; in the child only `keep_queues` runs, which makes
+    // only async-signal-safe system calls and volatile accesses to the BAR mappings the child
+    // inherited, allocates nothing, takes no lock, and never returns (it ends with `_exit`),
+    // so no state of the parent's other threads is used there.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        child::keep_queues(theirs.as_raw_fd(), &gaps, &bars, &mut slots);
+    }
+    let forked = std::io::Error::last_os_error();
+    drop(theirs);
+    let pid = rustix::process::Pid::from_raw(pid).filter(|_| pid > 0).ok_or_else(|| failed(forked))?;
+    Ok(KeeperProcess { pid, socket, next_id: 0 })
 }
 
 /// The ranges of descriptors to close so that only `keep` (sorted) stays open.
@@ -132,162 +281,14 @@ fn descriptor_gaps(keep: &[RawFd]) -> Vec<(u32, u32)> {
     gaps
 }
 
-/// The keeper's life, in the forked child: only async-signal-safe calls, no allocation.
-fn keep_queue(listen: RawFd, gaps: &[(u32, u32)], registers: *mut u8, plan: StopPlan) -> ! {
-    // Signals for the driver's process group or terminal are not for the keeper; it leaves
-    // both, and ignores the rest that would end it early.
-    let _ = rustix::process::setsid();
-    for signal in
-        [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGPIPE, libc::SIGUSR1, libc::SIGUSR2]
-    {
-        // SAFETY: sigaction with SIG_IGN installs no handler code; the struct is zeroed (no
-        // flags, empty mask), which sigaction accepts.
-        unsafe {
-            let mut ignore: libc::sigaction = std::mem::zeroed();
-            ignore.sa_sigaction = libc::SIG_IGN;
-            libc::sigaction(signal, &ignore, std::ptr::null_mut());
-        }
-    }
-    for &(first, last) in gaps {
-        // SAFETY: the descriptors closed belong to objects of the parent's memory image that
-        // this child never uses again (it only exits from here).
-        unsafe { libc::close_range(first, last, 0) };
-    }
-    // SAFETY: `listen` stays open (it is not in any gap) and is not closed by anything else here.
-    let listen = unsafe { std::os::fd::BorrowedFd::borrow_raw(listen) };
-    let mut byte = [0u8; 1];
-    let released = loop {
-        match rustix::io::read(listen, &mut byte) {
-            Ok(1) => break true,
-            Err(rustix::io::Errno::INTR) => continue,
-            _ => break false,
-        }
-    };
-    if !released && !stop_queue(&InheritedBar { base: registers }, plan) {
-        // The device may still write the memory: keep it mapped for as long as this lives.
-        loop {
-            let _ = rustix::thread::nanosleep(&rustix::time::Timespec { tv_sec: 3600, tv_nsec: 0 });
-        }
-    }
-    // SAFETY: _exit ends the process without running anything of the parent's image.
-    unsafe { libc::_exit(0) }
-}
-
-/// A device's registers, by byte offset in its BAR.
-trait Registers {
-    fn read(&self, offset: usize) -> u32;
-    fn write(&self, offset: usize, value: u32);
-}
-
-/// Clears the queue's enable bit and waits for the device to confirm; else masters-disables
-/// the function and waits for that. Whether the device confirmed either.
-fn stop_queue(registers: &impl Registers, plan: StopPlan) -> bool {
-    registers.write(plan.control, registers.read(plan.control) & !plan.enable);
-    if wait_until_clear(registers, plan.control, plan.enable) {
-        return true;
-    }
-    registers.write(plan.ctrl, registers.read(plan.ctrl) | plan.master_disable);
-    wait_until_clear(registers, plan.status, plan.master_enable)
-}
-
-fn wait_until_clear(registers: &impl Registers, offset: usize, bits: u32) -> bool {
-    let now = || rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    let start = now();
-    loop {
-        if registers.read(offset) & bits == 0 {
-            return true;
-        }
-        let t = now();
-        let elapsed_ns = (t.tv_sec - start.tv_sec) * 1_000_000_000 + (t.tv_nsec - start.tv_nsec);
-        if elapsed_ns > CONFIRM.as_nanos() as i64 {
-            return false;
-        }
-        let _ = rustix::thread::nanosleep(&rustix::time::Timespec { tv_sec: 0, tv_nsec: 10_000 });
-    }
-}
-
-/// The BAR as the keeper inherited it, little-endian 32-bit registers as on x86-64.
-struct InheritedBar {
-    // INVARIANT: the first byte of the BAR mapping, which the keeper inherited and never
-    // unmaps; `Keeper::start` checked that every offset of the plan is a 4-aligned register
-    // inside it, and only those offsets are accessed.
-    base: *mut u8,
-}
-
-impl Registers for InheritedBar {
-    fn read(&self, offset: usize) -> u32 {
-        // SAFETY: see the invariant; any bits are a valid u32.
-        u32::from_le(unsafe { self.base.add(offset).cast::<u32>().read_volatile() })
-    }
-
-    fn write(&self, offset: usize, value: u32) {
-        // SAFETY: see the invariant; the mapping is shared and writable.
-        unsafe { self.base.add(offset).cast::<u32>().write_volatile(value.to_le()) }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::cell::RefCell;
-    use std::collections::BTreeMap;
 
     #[test]
     fn only_the_kept_descriptors_stay_open() {
         assert_eq!(descriptor_gaps(&[5]), [(0, 4), (6, u32::MAX)]);
         assert_eq!(descriptor_gaps(&[0, 1, 7]), [(2, 6), (8, u32::MAX)]);
         assert_eq!(descriptor_gaps(&[3, 4]), [(0, 2), (5, u32::MAX)]);
-    }
-
-    const PLAN: StopPlan =
-        StopPlan { control: 0x28, enable: 1 << 25, ctrl: 0, master_disable: 1 << 2, status: 8, master_enable: 1 << 19 };
-
-    /// A device whose registers hold what is written, except those it is deaf to, and whose
-    /// master-enable status clears on a master disable, unless it is deaf to that too.
-    struct Device {
-        values: RefCell<BTreeMap<usize, u32>>,
-        deaf_to: Vec<usize>,
-        written: RefCell<Vec<usize>>,
-    }
-
-    impl Device {
-        fn new(deaf_to: &[usize]) -> Device {
-            let values = BTreeMap::from([(PLAN.control, PLAN.enable | 1), (PLAN.status, PLAN.master_enable)]);
-            Device { values: RefCell::new(values), deaf_to: deaf_to.to_vec(), written: RefCell::default() }
-        }
-    }
-
-    impl Registers for Device {
-        fn read(&self, offset: usize) -> u32 {
-            self.values.borrow().get(&offset).copied().unwrap_or(0)
-        }
-
-        fn write(&self, offset: usize, value: u32) {
-            self.written.borrow_mut().push(offset);
-            if !self.deaf_to.contains(&offset) {
-                self.values.borrow_mut().insert(offset, value);
-            }
-            if offset == PLAN.ctrl && value & PLAN.master_disable != 0 && !self.deaf_to.contains(&PLAN.status) {
-                self.values.borrow_mut().insert(PLAN.status, 0);
-            }
-        }
-    }
-
-    #[test]
-    fn a_queue_that_stops_needs_no_master_disable() {
-        let device = Device::new(&[]);
-        assert!(stop_queue(&device, PLAN));
-        assert_eq!(device.read(PLAN.control), 1, "only the enable bit cleared");
-        assert_eq!(*device.written.borrow(), [PLAN.control]);
-    }
-
-    #[test]
-    fn a_queue_that_does_not_stop_gets_a_master_disable() {
-        let device = Device::new(&[PLAN.control]);
-        assert!(stop_queue(&device, PLAN), "the function's DMA stopped");
-        assert_eq!(*device.written.borrow(), [PLAN.control, PLAN.ctrl]);
-        assert_eq!(device.read(PLAN.ctrl), PLAN.master_disable);
-        let device = Device::new(&[PLAN.control, PLAN.status]);
-        assert!(!stop_queue(&device, PLAN), "a device that confirms nothing: the memory must be kept");
     }
 }

@@ -16,12 +16,20 @@ pub const WRITE_FILE: u64 = 1 << 1;
 pub const MAKE_CHAR: u64 = 1 << 6;
 pub const MAKE_BLOCK: u64 = 1 << 11;
 pub const TRUNCATE: u64 = 1 << 14;
+/// Scopes (ABI 6): no signal to a process outside the domain.
+pub const SCOPE_SIGNAL: u64 = 1 << 1;
 const CREATE_RULESET_VERSION: u32 = 1;
+const CREATE_RULESET_ERRATA: u32 = 1 << 1;
+/// Erratum 2: threads of one process may signal each other whatever their domains, which
+/// [`restrict_every_thread`] needs under [`SCOPE_SIGNAL`].
+pub const ERRATUM_THREADS_SIGNAL: i64 = 1 << 1;
 const RULE_PATH_BENEATH: u32 = 1;
 
 #[repr(C)]
 struct RulesetAttr {
     handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
 }
 
 #[repr(C, packed)]
@@ -32,15 +40,17 @@ struct PathBeneathAttr {
 
 /// The Landlock ABI version of the running kernel, or why there is none.
 pub fn abi_version() -> io::Result<i64> {
-    // SAFETY: with the VERSION flag the kernel reads neither pointer nor size.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<RulesetAttr>(),
-            0usize,
-            CREATE_RULESET_VERSION,
-        )
-    };
+    query(CREATE_RULESET_VERSION)
+}
+
+/// The Landlock errata the running kernel has fixed, as a bit mask (erratum n is bit n - 1).
+pub fn errata() -> io::Result<i64> {
+    query(CREATE_RULESET_ERRATA)
+}
+
+fn query(flag: u32) -> io::Result<i64> {
+    // SAFETY: with the VERSION or ERRATA flag the kernel reads neither pointer nor size.
+    let v = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<RulesetAttr>(), 0usize, flag) };
     if v < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -53,18 +63,14 @@ pub struct Ruleset {
 }
 
 impl Ruleset {
-    pub fn new(handled: u64) -> io::Result<Ruleset> {
-        let attr = RulesetAttr { handled_access_fs: handled };
-        // SAFETY: `attr` is a valid landlock_ruleset_attr prefix of the size passed; the kernel
-        // copies it before returning.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                &attr as *const RulesetAttr,
-                size_of::<RulesetAttr>(),
-                0u32,
-            )
-        };
+    /// Handles the file-system rights `handled` and the `scoped` scopes (0: none, so that
+    /// kernels before ABI 6 accept it).
+    pub fn new(handled: u64, scoped: u64) -> io::Result<Ruleset> {
+        let attr = RulesetAttr { handled_access_fs: handled, handled_access_net: 0, scoped };
+        let size = if scoped == 0 { size_of::<u64>() } else { size_of::<RulesetAttr>() };
+        // SAFETY: `attr` is a valid landlock_ruleset_attr, of which `size` bytes are passed;
+        // the kernel copies them before returning.
+        let fd = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, &attr as *const RulesetAttr, size, 0u32) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -118,18 +124,24 @@ const fn insn(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// Refuses `ptrace` and `process_vm_writev`: the two ways besides a file to write another
-/// process's memory, so a program started after the confinement cannot write the driver's.
-static FILTER: [libc::sock_filter; 9] = [
+/// Refuses `ptrace` and `process_vm_writev`, the two ways besides a file to write another
+/// process's memory, so a program started after the confinement cannot write the driver's;
+/// and `prlimit64` on any process but the caller (pid 0), so that none can lower the limits
+/// of the driver's keeper (a CPU time limit ends it with SIGKILL).
+static FILTER: [libc::sock_filter; 13] = [
     insn(BPF_LD_W_ABS, 0, 0, 4), // seccomp_data.arch
     insn(BPF_JEQ_K, 1, 0, AUDIT_ARCH),
     insn(BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO_EPERM),
     insn(BPF_LD_W_ABS, 0, 0, 0), // seccomp_data.nr
-    insn(BPF_JGE_K, 3, 0, X32_SYSCALL_BIT),
-    insn(BPF_JEQ_K, 2, 0, libc::SYS_ptrace as u32),
-    insn(BPF_JEQ_K, 1, 0, libc::SYS_process_vm_writev as u32),
+    insn(BPF_JGE_K, 6, 0, X32_SYSCALL_BIT),
+    insn(BPF_JEQ_K, 5, 0, libc::SYS_ptrace as u32),
+    insn(BPF_JEQ_K, 4, 0, libc::SYS_process_vm_writev as u32),
+    insn(BPF_JEQ_K, 1, 0, libc::SYS_prlimit64 as u32),
     insn(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+    insn(BPF_LD_W_ABS, 0, 0, 16), // the low half of seccomp_data.args[0], a pid_t
+    insn(BPF_JEQ_K, 1, 0, 0),
     insn(BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO_EPERM),
+    insn(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
 ];
 
 /// Restricts the calling thread: no new privileges, the ruleset, the seccomp filter. Only

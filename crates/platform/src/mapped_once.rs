@@ -95,6 +95,11 @@ pub(crate) fn register_anonymous(region: &MappedRegion) {
     }
 }
 
+/// Whether the live mapping that starts at `addr` maps `range`.
+pub(crate) fn is_live(addr: usize, range: &FileRange) -> bool {
+    registry().live.iter().any(|(start, live)| *start == addr && live == range)
+}
+
 /// Unmaps the mapping that starts at `addr` with `unmap` and forgets it, under the lock, so no
 /// new mapping can take the address in between and be forgotten in its place.
 pub(crate) fn unmap(addr: usize, unmap: impl FnOnce()) {

@@ -192,9 +192,28 @@ impl PciFunction {
                 std::io::Error::other("BAR0 size mismatch"),
             ));
         }
-        MappedRegion::map_file_unchecked(&file, 0, len, false)
-            .map_err(|e| PlatformError::io(format!("mapping {}", path.display()), e))
+        let region = MappedRegion::map_file_unchecked(&file, 0, len, false)
+            .map_err(|e| PlatformError::io(format!("mapping {}", path.display()), e))?;
+        if let Ok(range) = crate::mapped_once::FileRange::of_file(&file, 0, len) {
+            bars().push((region.virt_addr(), len, range));
+        }
+        Ok(region)
     }
+}
+
+/// Every BAR mapping `map_bar0` made: its address, length and the pages it maps.
+static BARS: Mutex<Vec<(usize, usize, crate::mapped_once::FileRange)>> = Mutex::new(Vec::new());
+
+fn bars() -> std::sync::MutexGuard<'static, Vec<(usize, usize, crate::mapped_once::FileRange)>> {
+    BARS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The BAR mappings of this process that are still mapped, by address and length: those a
+/// child forked now inherits (`crate::keeper`).
+pub(crate) fn mapped_bars() -> Vec<(usize, usize)> {
+    let mut bars = bars();
+    bars.retain(|(addr, _, range)| crate::mapped_once::is_live(*addr, range));
+    bars.iter().map(|&(addr, len, _)| (addr, len)).collect()
 }
 
 impl Drop for PciFunction {
