@@ -250,17 +250,20 @@ fn fork_keeper() -> Result<KeeperProcess, PlatformError> {
     keep.push(theirs.as_raw_fd());
     keep.sort_unstable();
     let gaps = descriptor_gaps(&keep);
-    let bars = crate::pci::mapped_bars();
     let mut slots = child::Slot::table();
-    // SAFETY: fork duplicates this process; in the child only `keep_queues` runs, which makes
-    // only async-signal-safe system calls and volatile accesses to the BAR mappings the child
-    // inherited, allocates nothing, takes no lock, and never returns (it ends with `_exit`),
-    // so no state of the parent's other threads is used there.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        child::keep_queues(theirs.as_raw_fd(), &gaps, &bars, &mut slots);
-    }
-    let forked = std::io::Error::last_os_error();
+    // No BAR is unmapped, and nothing mapped in its place, between the look and the fork.
+    let (pid, forked) = crate::mapped_once::frozen(|is_live| {
+        let bars = crate::pci::mapped_bars(is_live);
+        // SAFETY: fork duplicates this process; in the child only `keep_queues` runs, which
+        // makes only async-signal-safe system calls and volatile accesses to the BAR mappings
+        // the child inherited, allocates nothing, takes no lock, and never returns (it ends
+        // with `_exit`), so no state of the parent's other threads is used there.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            child::keep_queues(theirs.as_raw_fd(), &gaps, &bars, &mut slots);
+        }
+        (pid, std::io::Error::last_os_error())
+    });
     drop(theirs);
     let pid = rustix::process::Pid::from_raw(pid).filter(|_| pid > 0).ok_or_else(|| failed(forked))?;
     Ok(KeeperProcess { pid, socket, next_id: 0 })

@@ -95,9 +95,12 @@ pub(crate) fn register_anonymous(region: &MappedRegion) {
     }
 }
 
-/// Whether the live mapping that starts at `addr` maps `range`.
-pub(crate) fn is_live(addr: usize, range: &FileRange) -> bool {
-    registry().live.iter().any(|(start, live)| *start == addr && live == range)
+/// Runs `f` while no mapping is made or unmapped through this crate, giving it a test of
+/// whether the live mapping that starts at an address maps a range: what `f` finds stays true
+/// until it returns (a fork in `f` gives the child exactly those mappings).
+pub(crate) fn frozen<R>(f: impl FnOnce(&dyn Fn(usize, &FileRange) -> bool) -> R) -> R {
+    let registry = registry();
+    f(&|addr, range| registry.live.iter().any(|(start, live)| *start == addr && live == range))
 }
 
 /// Unmaps the mapping that starts at `addr` with `unmap` and forgets it, under the lock, so no

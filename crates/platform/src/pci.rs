@@ -208,11 +208,12 @@ fn bars() -> std::sync::MutexGuard<'static, Vec<(usize, usize, crate::mapped_onc
     BARS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The BAR mappings of this process that are still mapped, by address and length: those a
-/// child forked now inherits (`crate::keeper`).
-pub(crate) fn mapped_bars() -> Vec<(usize, usize)> {
+/// The BAR mappings of this process that are still mapped (`is_live`, from
+/// `crate::mapped_once::frozen`), by address and length: those a child forked meanwhile
+/// inherits (`crate::keeper`).
+pub(crate) fn mapped_bars(is_live: &dyn Fn(usize, &crate::mapped_once::FileRange) -> bool) -> Vec<(usize, usize)> {
     let mut bars = bars();
-    bars.retain(|(addr, _, range)| crate::mapped_once::is_live(*addr, range));
+    bars.retain(|(addr, _, range)| is_live(*addr, range));
     bars.iter().map(|&(addr, len, _)| (addr, len)).collect()
 }
 
