@@ -516,7 +516,13 @@ impl<'a> Device<'a> {
             status: STATUS.get() * 4,
             master_enable: STATUS_MASTER_ENABLE,
         };
-        Ok(Some(Keeper::start(self.bar, plan, lease.region())?))
+        let memory = lease.file().ok_or_else(|| {
+            DriverError::Invalid(
+                "this DMA memory has no file the keeper could hold: allocate it on hugetlbfs (DmaBlock::allocate)"
+                    .to_string(),
+            )
+        })?;
+        Ok(Some(Keeper::start(self.bar, plan, memory)?))
     }
 
     /// Totals since reset (or since the last read on hardware, where they clear on read).

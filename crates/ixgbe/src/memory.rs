@@ -47,9 +47,9 @@ pub(crate) struct DmaLease {
 }
 
 impl DmaLease {
-    /// The mapping of the memory, for the queue's keeper.
-    pub(crate) fn region(&self) -> &platform::MappedRegion {
-        self.shared.mem.region()
+    /// The file behind the memory, for the queue's keeper (hugetlbfs memory always has one).
+    pub(crate) fn file(&self) -> Option<&std::fs::File> {
+        self.shared.mem.file()
     }
 }
 

@@ -49,10 +49,11 @@ fn helper_end_with_queues_enabled() {
         Ok("abort") => std::process::abort(),
         Ok("kill") => {
             // As an attacker would end it: the keeper first (refused: it is outside the
-            // confinement), then itself.
-            let me = std::process::id().to_string();
-            let keeper = platform::keeper::keeper_pid().map(|p| p.to_string()).unwrap_or_default();
-            let _ = Command::new("kill").args(["-KILL", &keeper, &me]).status();
+            // confinement, and root), then itself.
+            if let Some(keeper) = platform::keeper::keeper_pid() {
+                let _ = Command::new("kill").args(["-KILL", &keeper.to_string()]).status();
+            }
+            let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
             std::thread::sleep(Duration::from_secs(60));
         }
         _ => std::process::exit(0),
@@ -74,6 +75,10 @@ fn drive_and_end(sim: &Session, end: &str, keep: bool) -> String {
     let out = command.output().expect("running the helper");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("queues enabled"), "the helper did not get its queues going:\n{text}");
+    if end == "kill" {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(9), "the helper did not end by SIGKILL:\n{text}");
+    }
     text
 }
 

@@ -17,6 +17,7 @@ use std::fs::OpenOptions;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// File systems that hold only files and directories, never a process's memory or a
@@ -57,6 +58,16 @@ fn harmless_device(major: u32, minor: u32) -> bool {
 }
 
 static CONFINED: Mutex<bool> = Mutex::new(false);
+static GAVE_UP_ROOT: AtomicBool = AtomicBool::new(false);
+
+/// The user and group a process with a keeper becomes at its first queue: `nobody`'s on most
+/// systems, which owns no file that a root service acts on.
+pub const UNPRIVILEGED: u32 = 65534;
+
+/// Whether this process gave up root at its first queue (one with a keeper does).
+pub fn gave_up_root() -> bool {
+    GAVE_UP_ROOT.load(Ordering::SeqCst)
+}
 
 /// Whether [`confine_process`] has run in this process.
 pub fn is_confined() -> bool {
@@ -79,10 +90,44 @@ pub fn confine_process() -> Result<(), PlatformError> {
             crate::keeper::start_keeper()?;
         }
         restrict(keeper)?;
+        if keeper {
+            give_up_root()?;
+        }
         *confined = true;
     }
     // Checked after: no thread can open another such file once all are restricted.
     check_open_files()
+}
+
+/// Makes every thread of the process [`UNPRIVILEGED`], with no supplementary groups and, as
+/// the kernel then clears them, no capabilities: whatever it asks of the system from then on,
+/// any user could. Physical addresses of DMA memory allocated later are read through a
+/// pagemap opened before (`Pagemap::own`).
+fn give_up_root() -> Result<(), PlatformError> {
+    crate::pagemap::Pagemap::own()?;
+    let id = UNPRIVILEGED;
+    // SAFETY: the three calls take integers (and no list for setgroups); glibc applies each
+    // to every thread of the process before it returns.
+    let refused = unsafe {
+        libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setresgid(id, id, id) != 0
+            || libc::setresuid(id, id, id) != 0
+    };
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).unwrap_or("");
+    let none = |name: &str| !field(name).is_empty() && field(name).bytes().all(|b| b == b'0');
+    if refused || !none("CapEff:") || !none("CapPrm:") {
+        return Err(PlatformError::Unconfinable {
+            why: format!(
+                "could not give up root ({}; capabilities now {})",
+                std::io::Error::last_os_error(),
+                field("CapEff:")
+            ),
+            fix: "run the driver as root: it gives root up at its first queue",
+        });
+    }
+    GAVE_UP_ROOT.store(true, Ordering::SeqCst);
+    Ok(())
 }
 
 /// Restricts every thread; with `shield_keeper`, also keeps them, and every program they

@@ -8,7 +8,8 @@
 use crate::error::PlatformError;
 use crate::mem::MappedRegion;
 use crate::pagemap::Pagemap;
-use std::fs::OpenOptions;
+use rustix::fs::{memfd_create, MemfdFlags};
+use std::fs::{File, OpenOptions};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -28,6 +29,8 @@ pub enum DmaBacking {
 #[derive(Debug)]
 pub struct DmaMemory {
     region: MappedRegion,
+    /// The file behind the mapping, when this process can name it.
+    file: Option<File>,
     page_phys: Vec<u64>,
 }
 
@@ -35,8 +38,24 @@ impl DmaMemory {
     /// Allocates at least `len` bytes (rounded up to whole hugepages), faulted in and zeroed.
     pub fn allocate(len: usize, backing: DmaBacking) -> Result<Self, PlatformError> {
         let len = len.max(1).div_ceil(HUGEPAGE) * HUGEPAGE;
-        let region = match backing {
-            DmaBacking::AnonymousHugetlb => MappedRegion::anonymous_hugetlb(len).map_err(|e| hugepage_error(e, len))?,
+        let (region, file) = match backing {
+            // A process that gave up root may create no file in a hugetlbfs mount, nor look up
+            // an anonymous mapping's file: its memory is a hugetlb memfd, as anonymous.
+            DmaBacking::AnonymousHugetlb | DmaBacking::HugetlbfsFile(None) if crate::confine::gave_up_root() => {
+                let flags = MemfdFlags::CLOEXEC | MemfdFlags::HUGETLB | MemfdFlags::HUGE_2MB;
+                let file = File::from(memfd_create(c"dma", flags).map_err(|e| hugepage_error(e.into(), len))?);
+                let region = file
+                    .set_len(len as u64)
+                    .and_then(|()| MappedRegion::map_file(&file, 0, len, true))
+                    .map_err(|e| hugepage_error(e, len))?;
+                (region, Some(file))
+            }
+            DmaBacking::AnonymousHugetlb => {
+                let region = MappedRegion::anonymous_hugetlb(len).map_err(|e| hugepage_error(e, len))?;
+                let (start, end) = (region.virt_addr(), region.virt_addr() + len);
+                let link = format!("/proc/self/map_files/{start:x}-{end:x}");
+                (region, OpenOptions::new().read(true).write(true).open(link).ok())
+            }
             DmaBacking::HugetlbfsFile(dir) => {
                 let dir = match dir {
                     Some(d) => d,
@@ -65,11 +84,11 @@ impl DmaMemory {
                     .and_then(|()| MappedRegion::map_file(&file, 0, len, true))
                     .map_err(|e| hugepage_error(e, len));
                 let _ = std::fs::remove_file(&path);
-                mapped?
+                (mapped?, Some(file))
             }
         };
         // Touch every page so it is present in our page tables, then look its frame up.
-        let pagemap = Pagemap::open(None)?;
+        let pagemap = Pagemap::own()?;
         let mut page_phys = Vec::with_capacity(len / HUGEPAGE);
         for page in 0..len / HUGEPAGE {
             region.write_u64(page * HUGEPAGE, 0);
@@ -78,12 +97,19 @@ impl DmaMemory {
             })?;
             page_phys.push(phys);
         }
-        Ok(DmaMemory { region, page_phys })
+        Ok(DmaMemory { region, file, page_phys })
     }
 
     /// The mapping, for reading and writing what the device sees.
     pub fn region(&self) -> &MappedRegion {
         &self.region
+    }
+
+    /// The file behind the mapping (writable), to hand to the queues' keeper
+    /// (`crate::keeper`); `None` for anonymous memory whose file this process could not look up
+    /// (it lacked CAP_SYS_ADMIN when it was allocated).
+    pub fn file(&self) -> Option<&File> {
+        self.file.as_ref()
     }
 
     /// Length in bytes (a multiple of [`HUGEPAGE`]).

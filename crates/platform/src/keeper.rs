@@ -146,12 +146,12 @@ pub struct Keeper {
 }
 
 impl Keeper {
-    /// Hands the keeper `memory`, the queue's, and how `plan` stops the queue through `bar`,
-    /// the device's BAR0. Call it after the queue's memory is mapped and before the queue is
+    /// Hands the keeper `memory`, the file behind the queue's memory (open for writing, as the
+    /// keeper maps it whole), and how `plan` stops the queue through `bar`, the device's BAR0. Call it after the queue's memory is mapped and before the queue is
     /// enabled. Fails if the process was confined without a keeper (call
     /// [`keep_every_queue`] before the first queue), or the BAR was mapped after the keeper
     /// started (open every port before the first queue).
-    pub fn start(bar: &MappedRegion, plan: StopPlan, memory: &MappedRegion) -> Result<Keeper, PlatformError> {
+    pub fn start(bar: &MappedRegion, plan: StopPlan, memory: &std::fs::File) -> Result<Keeper, PlatformError> {
         let failed = |e: std::io::Error| PlatformError::io("handing a queue to its keeper", e);
         for at in [plan.control, plan.ctrl, plan.status] {
             if !bar.contains(at, 4) || at % 4 != 0 || at > u32::MAX as usize {
@@ -160,13 +160,6 @@ impl Keeper {
                 ))));
             }
         }
-        // The file behind the mapping, writable as the mapping is, for the keeper to map too.
-        let (start, len) = (memory.virt_addr(), memory.len());
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(format!("/proc/self/map_files/{start:x}-{:x}", start + len))
-            .map_err(failed)?;
         let mut keeper = keeper_process();
         let k = match keeper.as_mut() {
             Some(k) => k,
@@ -180,7 +173,7 @@ impl Keeper {
         };
         let id = k.next_id;
         k.next_id += 1;
-        match k.ask(&encode(START, id, bar.virt_addr(), plan), Some(file.as_fd())).map_err(failed)? {
+        match k.ask(&encode(START, id, bar.virt_addr(), plan), Some(memory.as_fd())).map_err(failed)? {
             HELD => Ok(Keeper { id }),
             NOT_A_BAR => Err(failed(std::io::Error::other(
                 "the BAR was mapped after the keeper started: open every port before the first queue",

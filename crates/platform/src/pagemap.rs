@@ -27,6 +27,18 @@ impl Pagemap {
         Ok(Pagemap { file })
     }
 
+    /// This process's pagemap, opened once and kept: a process that gave up root
+    /// (`crate::confine`) still reads physical addresses through it, since the kernel decides
+    /// that when the file is opened.
+    pub fn own() -> Result<&'static Pagemap, PlatformError> {
+        static OWN: std::sync::OnceLock<Pagemap> = std::sync::OnceLock::new();
+        if let Some(p) = OWN.get() {
+            return Ok(p);
+        }
+        let opened = Pagemap::open(None)?;
+        Ok(OWN.get_or_init(|| opened))
+    }
+
     /// The physical address of virtual address `vaddr`, or `None` when the page is not present.
     pub fn translate(&self, vaddr: usize) -> Result<Option<u64>, PlatformError> {
         let vaddr = vaddr as u64;

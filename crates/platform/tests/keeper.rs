@@ -32,24 +32,19 @@ fn observe(root: &Path) -> MappedRegion {
     MappedRegion::map_file(&file, 0, 4096, false).unwrap()
 }
 
-/// A queue's memory: a file beside the function, mapped.
-fn queue_memory(root: &Path) -> MappedRegion {
+/// A queue's memory: a file beside the function, and its mapping.
+fn queue_memory(root: &Path) -> (std::fs::File, MappedRegion) {
     let path = root.join(format!("memory-{}", std::process::id()));
     let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
     file.set_len(4096).unwrap();
     std::fs::remove_file(&path).unwrap();
-    MappedRegion::map_file(&file, 0, 4096, false).unwrap()
+    let region = MappedRegion::map_file(&file, 0, 4096, false).unwrap();
+    (file, region)
 }
 
 /// Whether process `pid` has ended (gone, or a zombie nobody reaped yet).
 fn ended(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
-}
-
-/// The inode of the file behind `region`, as the keeper's maps would show it.
-fn inode_of(region: &MappedRegion) -> u64 {
-    let (start, len) = (region.virt_addr(), region.len());
-    std::fs::metadata(format!("/proc/self/map_files/{start:x}-{:x}", start + len)).unwrap().ino()
 }
 
 /// Whether process `pid` maps a file with inode `ino`.
@@ -92,10 +87,10 @@ fn helper_stop_a_queue() {
     let root = std::path::PathBuf::from(std::env::var("KEEPER_TEST_ROOT").expect("run by its test"));
     let function = PciFunction::open(&root, ADDRESS).unwrap();
     let bar = function.map_bar0(4096).unwrap();
-    let memory = queue_memory(&root);
-    let ino = inode_of(&memory);
+    let (file, _memory) = queue_memory(&root);
+    let ino = file.metadata().unwrap().ino();
     bar.write_u32(PLAN.control, PLAN.enable);
-    let keeper = Keeper::start(&bar, PLAN, &memory).unwrap();
+    let keeper = Keeper::start(&bar, PLAN, &file).unwrap();
     let pid = keeper.pid();
     println!("keeper {pid}");
     assert!(maps_inode(pid, ino), "the keeper maps the queue's memory");
@@ -123,10 +118,10 @@ fn helper_release_a_running_queue() {
     let root = std::path::PathBuf::from(std::env::var("KEEPER_TEST_ROOT").expect("run by its test"));
     let function = PciFunction::open(&root, ADDRESS).unwrap();
     let bar = function.map_bar0(4096).unwrap();
-    let memory = queue_memory(&root);
-    let ino = inode_of(&memory);
+    let (file, _memory) = queue_memory(&root);
+    let ino = file.metadata().unwrap().ino();
     bar.write_u32(PLAN.control, PLAN.enable | 1);
-    let keeper = Keeper::start(&bar, PLAN, &memory).unwrap();
+    let keeper = Keeper::start(&bar, PLAN, &file).unwrap();
     let pid = keeper.pid();
     println!("keeper {pid}");
     drop(keeper);
@@ -152,9 +147,9 @@ fn helper_exit_with_the_queue_enabled() {
     let root = std::path::PathBuf::from(std::env::var("KEEPER_TEST_ROOT").expect("run by its test"));
     let function = PciFunction::open(&root, ADDRESS).unwrap();
     let bar = function.map_bar0(4096).unwrap();
-    let memory = queue_memory(&root);
+    let (file, _memory) = queue_memory(&root);
     bar.write_u32(PLAN.control, PLAN.enable);
-    let keeper = Keeper::start(&bar, PLAN, &memory).unwrap();
+    let keeper = Keeper::start(&bar, PLAN, &file).unwrap();
     println!("keeper {}", keeper.pid());
     std::process::exit(0);
 }
@@ -170,22 +165,38 @@ fn a_driver_that_exits_without_drop_has_its_queue_stopped() {
     assert_eq!(view.read_u32(PLAN.ctrl), 0, "the queue stopped, so no master disable");
 }
 
-/// Run in a child by the test below: a confined driver with a queue that tries, with safe
-/// code and the programs it may start, to end or limit its keeper, then to make it let the
-/// memory go with a forged release, and exits without Drop.
+/// Run in a child by the test below: a confined driver with a queue, no longer root, that
+/// tries, with safe code and the programs it may start, to write root's files, to end or
+/// limit its keeper, then to make it let the memory go with a forged release, and exits
+/// without Drop.
 #[test]
-#[ignore = "helper: run by a_confined_driver_cannot_end_its_keeper"]
+#[ignore = "helper: run by a_confined_driver_is_not_root_and_cannot_end_its_keeper"]
 fn helper_attack_the_keeper() {
     let root = std::path::PathBuf::from(std::env::var("KEEPER_TEST_ROOT").expect("run by its test"));
     platform::keeper::keep_every_queue();
     let function = PciFunction::open(&root, ADDRESS).unwrap();
     let bar = function.map_bar0(4096).unwrap();
+    let (file, _memory) = queue_memory(&root);
     platform::confine::confine_process().unwrap();
-    let memory = queue_memory(&root);
     bar.write_u32(PLAN.control, PLAN.enable);
-    let keeper = Keeper::start(&bar, PLAN, &memory).unwrap();
+    let keeper = Keeper::start(&bar, PLAN, &file).unwrap();
     let pid = keeper.pid();
     println!("keeper {pid}");
+    // The driver is root no more: a file of root's that a root service would act on (here a
+    // directory the test made) is out of its reach, and so are its capabilities.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    for field in ["Uid:", "CapEff:"] {
+        println!("{}", status.lines().find(|l| l.starts_with(field)).unwrap());
+    }
+    if std::fs::write(root.join("root-only").join("crontab"), "* * * * * root true\n").is_ok() {
+        println!("wrote root's file");
+    }
+    // DMA memory allocated after giving up root still has its physical addresses, and a file
+    // to hand the keeper.
+    match platform::DmaMemory::allocate(platform::hugepage::HUGEPAGE, platform::DmaBacking::HugetlbfsFile(None)) {
+        Ok(m) if m.phys(0) != 0 && m.file().is_some() => println!("dma after the first queue"),
+        other => println!("no dma after the first queue: {:?}", other.err()),
+    }
     let target = rustix::process::Pid::from_raw(pid as i32).unwrap();
     for signal in [rustix::process::Signal::KILL, rustix::process::Signal::STOP] {
         if rustix::process::kill_process(target, signal).is_ok() {
@@ -226,15 +237,21 @@ const fn libc_sock_type() -> u32 {
 }
 
 #[test]
-fn a_confined_driver_cannot_end_its_keeper() {
+fn a_confined_driver_is_not_root_and_cannot_end_its_keeper() {
     let scratch = ScratchDir::new("platform-test", "keeper-attack").unwrap();
     let root = pretend_function(&scratch);
+    std::fs::create_dir(root.join("root-only")).unwrap();
     let view = observe(&root);
     let text = run_helper("helper_attack_the_keeper", &root);
     assert!(text.contains("attacks done"), "the helper did not finish its attacks:\n{text}");
     for refused in ["signalled", "killed", "limited"] {
         assert!(!text.contains(refused), "the driver {refused} its keeper:\n{text}");
     }
+    let unprivileged = platform::confine::UNPRIVILEGED;
+    assert!(text.contains(&format!("Uid:\t{unprivileged}\t{unprivileged}\t{unprivileged}")), "{text}");
+    assert!(text.contains("CapEff:\t0000000000000000"), "{text}");
+    assert!(!text.contains("wrote root's file"), "{text}");
+    assert!(text.contains("dma after the first queue"), "{text}");
     // A forged release does not make the keeper let a running queue's memory go: it stops
     // the queue first.
     assert_eq!(reported(&text, "forged releases"), 0, "the keeper let the memory of a running queue go");
