@@ -73,13 +73,9 @@ pub struct Meter<'d> {
     restart: bool,
     /// What the last look at the rings found stuck, per direction: the driver's position.
     suspect: [Option<usize>; 2],
+    /// IEEE 802.3x flow control, set up again with the devices at a restart.
+    flow_control: bool,
 }
-
-/// How long a restart waits between disabling the queues and setting them up again. The card
-/// clears ENABLE only once the queue has stopped; a device model that cannot trap register
-/// reads (nicsim) sees the disable at its next poll, and must see it before the enable that
-/// follows, or the toggle is lost.
-const RESTART_SETTLE: Duration = Duration::from_millis(10);
 
 /// What the forwarding loop does after a look at the meter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,7 +87,7 @@ enum Tick {
 }
 
 impl<'d> Meter<'d> {
-    fn new(seconds: Option<f64>, progress: bool, devices: [&'d Device<'d>; 2]) -> Meter<'d> {
+    fn new(seconds: Option<f64>, progress: bool, devices: [&'d Device<'d>; 2], flow_control: bool) -> Meter<'d> {
         let now = Instant::now();
         Meter {
             start: now,
@@ -104,7 +100,17 @@ impl<'d> Meter<'d> {
             gone: None,
             restart: false,
             suspect: [None; 2],
+            flow_control,
         }
+    }
+
+    /// Before the queues come back after a restart: both devices set up from scratch. A queue
+    /// only disabled and enabled again is a toggle that a device which polls its registers
+    /// (nicsim) does not see if it is held off the CPU meanwhile, and then it keeps its old
+    /// ring position while the driver starts at 0. A reset is a handshake: CTRL.RST clears
+    /// only once the device has done it [DS 4.6.3.2].
+    fn bring_up_again(&self) -> Result<(), DriverError> {
+        bring_up(self.devices, self.flow_control)
     }
 
     /// Whether the loop stopped for a restart of the queues (and forgets it, with what the
@@ -206,16 +212,8 @@ pub fn run(o: &Options) -> Result<(), String> {
         return Err(format!("{} is both input and output: give two different ports", o.input));
     }
     let (a, b) = (port_a.device(), port_b.device());
-    for d in [&a, &b] {
-        d.init().map_err(|e| e.to_string())?;
-        if o.flow_control {
-            d.enable_flow_control();
-        }
-    }
-    for d in [&a, &b] {
-        d.wait_for_link(Duration::from_secs(10)).map_err(|e| e.to_string())?;
-    }
-    let mut meter = Meter::new(o.seconds, o.progress, [&a, &b]);
+    bring_up([&a, &b], o.flow_control).map_err(|e| e.to_string())?;
+    let mut meter = Meter::new(o.seconds, o.progress, [&a, &b], o.flow_control);
     let start = Instant::now();
     let rewrite = o.mac_rewrite == MacRewrite::Paper;
     let totals = match o.mode {
@@ -254,11 +252,16 @@ pub fn run(o: &Options) -> Result<(), String> {
     }
 }
 
-/// Before queues are set up again after `restarts` > 0 restarts: [`RESTART_SETTLE`].
-fn settle_after(restarts: u64) {
-    if restarts > 0 {
-        std::thread::sleep(RESTART_SETTLE);
+/// Sets both devices up from scratch: reset and configuration [DS 4.6.3], flow control if
+/// asked, and the link.
+fn bring_up(devices: [&Device<'_>; 2], flow_control: bool) -> Result<(), DriverError> {
+    for d in devices {
+        d.init()?;
+        if flow_control {
+            d.enable_flow_control();
+        }
     }
+    devices.iter().try_for_each(|d| d.wait_for_link(Duration::from_secs(10)))
 }
 
 fn restricted(
@@ -272,7 +275,9 @@ fn restricted(
     let mut mem_ba = AgentMemory::<RING>::allocate(outputs)?;
     let mut totals = Totals::default();
     with_len(outputs, |outs| loop {
-        settle_after(totals.restarts);
+        if totals.restarts > 0 {
+            meter.bring_up_again()?;
+        }
         let mut ab = Agent::<_, RING>::new(&mut mem_ab, a, &outs.vec(|_| *b), outs)?;
         let mut ba = Agent::<_, RING>::new(&mut mem_ba, b, &outs.vec(|_| *a), outs)?;
         let forwarded = if rewrite {
@@ -285,7 +290,7 @@ fn restricted(
             return Ok(totals);
         }
         // A stuck ring: the agents go (their queues are disabled first) and come back on
-        // the same memory, rings as at start.
+        // the same memory, rings as at start, after both devices were reset.
         totals.restarts += 1;
     })
     .unwrap_or(Err(DriverError::Invalid("no outputs".into())))
@@ -357,7 +362,9 @@ fn const_model(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: &mut Meter)
     let mut mem_ba = AgentMemory::<RING>::allocate(1)?;
     let mut totals = Totals::default();
     loop {
-        settle_after(totals.restarts);
+        if totals.restarts > 0 {
+            meter.bring_up_again()?;
+        }
         let mut ab = Agent::<_, RING>::new(&mut mem_ab, a, &one.array(|_| *b), one)?;
         let mut ba = Agent::<_, RING>::new(&mut mem_ba, b, &one.array(|_| *a), one)?;
         let forwarded = if rewrite {
@@ -396,7 +403,9 @@ fn flexible(
     let mut mem_ba = QueueMemory::<RING>::allocate(POOL)?;
     let mut totals = Totals::default();
     loop {
-        settle_after(totals.restarts);
+        if totals.restarts > 0 {
+            meter.bring_up_again()?;
+        }
         let QueueParts { rx: rx_ring_ab, tx: tx_ring_ab, pool: mut pool_ab } = mem_ab.parts()?;
         let QueueParts { rx: rx_ring_ba, tx: tx_ring_ba, pool: mut pool_ba } = mem_ba.parts()?;
         let mut rx_a = RxQueue::<RING>::new(a, rx_ring_ab, &mut pool_ab)?;
@@ -427,7 +436,7 @@ fn flexible(
             return Ok(totals);
         }
         // A stuck ring: the queues go (disabled first) and come back on the same memory,
-        // every buffer back in a fresh pool.
+        // every buffer back in a fresh pool, after both devices were reset.
         totals.restarts += 1;
     }
 }
