@@ -207,7 +207,9 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         let out = child.terminate(Duration::from_secs(5)).unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
-        let stubborn = Reaped::spawn(Command::new("sh").args(["-c", "trap '' TERM; sleep 60"])).unwrap();
+        // `exec`: a `sleep` forked by the shell would outlive it by a minute (an ignored signal
+        // stays ignored across exec, so the sleep itself is the stubborn one).
+        let stubborn = Reaped::spawn(Command::new("sh").args(["-c", "trap '' TERM; exec sleep 60"])).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         let pid = stubborn.id();
         let out = stubborn.terminate(Duration::from_millis(200)).unwrap();
