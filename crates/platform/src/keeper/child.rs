@@ -223,8 +223,13 @@ trait Registers {
 }
 
 /// Clears the queue's enable bit and waits for the device to confirm; else masters-disables
-/// the function and waits for that. Whether the device confirmed either.
+/// the function and waits for that. Whether the device confirmed either, or is gone: a removed
+/// device reads all-ones, which its status register never does while present (reserved bits
+/// read 0 [DS 8.2.3.1.2]), and DMAs nothing more.
 fn stop_queue(registers: &impl Registers, plan: StopPlan) -> bool {
+    if registers.read(plan.status) == u32::MAX {
+        return true;
+    }
     let control = registers.read(plan.control);
     if control & plan.enable == 0 {
         return true; // stopped already: nothing is written
@@ -364,5 +369,13 @@ mod tests {
         assert_eq!(device.read(PLAN.ctrl), PLAN.master_disable);
         let device = Device::new(&[PLAN.control, PLAN.status]);
         assert!(!stop_queue(&device, PLAN), "a device that confirms nothing: the memory must be kept");
+    }
+
+    #[test]
+    fn a_removed_device_has_nothing_to_stop() {
+        let device = Device::new(&[PLAN.control, PLAN.status]);
+        device.values.borrow_mut().insert(PLAN.status, u32::MAX);
+        assert!(stop_queue(&device, PLAN), "all-ones: the device is gone, and so is its DMA");
+        assert!(device.written.borrow().is_empty());
     }
 }
