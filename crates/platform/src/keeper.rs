@@ -147,10 +147,11 @@ pub struct Keeper {
 
 impl Keeper {
     /// Hands the keeper `memory`, the file behind the queue's memory (open for writing, as the
-    /// keeper maps it whole), and how `plan` stops the queue through `bar`, the device's BAR0. Call it after the queue's memory is mapped and before the queue is
-    /// enabled. Fails if the process was confined without a keeper (call
-    /// [`keep_every_queue`] before the first queue), or the BAR was mapped after the keeper
-    /// started (open every port before the first queue).
+    /// keeper maps it whole), and how `plan` stops the queue through `bar`, the device's BAR0.
+    /// Call it after the queue's memory is mapped and before the queue is enabled. Fails if the
+    /// process was confined without a keeper (call [`keep_every_queue`] before the first
+    /// queue), or the BAR was mapped after the keeper started (open every port before the
+    /// first queue).
     pub fn start(bar: &MappedRegion, plan: StopPlan, memory: &std::fs::File) -> Result<Keeper, PlatformError> {
         let failed = |e: std::io::Error| PlatformError::io("handing a queue to its keeper", e);
         for at in [plan.control, plan.ctrl, plan.status] {
