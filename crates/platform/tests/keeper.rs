@@ -42,6 +42,24 @@ fn queue_memory(root: &Path) -> (std::fs::File, MappedRegion) {
     (file, region)
 }
 
+/// What a helper drives: the pretend function at `KEEPER_TEST_ROOT` claimed, its BAR mapped,
+/// and a queue's memory.
+struct Driver {
+    root: std::path::PathBuf,
+    _function: PciFunction,
+    bar: MappedRegion,
+    file: std::fs::File,
+    _memory: MappedRegion,
+}
+
+fn helper_driver() -> Driver {
+    let root = std::path::PathBuf::from(std::env::var("KEEPER_TEST_ROOT").expect("run by its test"));
+    let function = PciFunction::open(&root, ADDRESS).unwrap();
+    let bar = function.map_bar0(4096).unwrap();
+    let (file, memory) = queue_memory(&root);
+    Driver { root, _function: function, bar, file, _memory: memory }
+}
+
 /// Whether process `pid` has ended (gone, or a zombie nobody reaped yet).
 fn ended(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
@@ -84,13 +102,10 @@ fn reported(text: &str, word: &str) -> u32 {
 #[test]
 #[ignore = "helper: run by the_keeper_holds_a_queue_memory_until_it_reads_the_queue_stopped"]
 fn helper_stop_a_queue() {
-    let root = std::path::PathBuf::from(std::env::var("KEEPER_TEST_ROOT").expect("run by its test"));
-    let function = PciFunction::open(&root, ADDRESS).unwrap();
-    let bar = function.map_bar0(4096).unwrap();
-    let (file, _memory) = queue_memory(&root);
+    let Driver { bar, file, .. } = &helper_driver();
     let ino = file.metadata().unwrap().ino();
     bar.write_u32(PLAN.control, PLAN.enable);
-    let keeper = Keeper::start(&bar, PLAN, &file).unwrap();
+    let keeper = Keeper::start(bar, PLAN, file).unwrap();
     let pid = keeper.pid();
     println!("keeper {pid}");
     assert!(maps_inode(pid, ino), "the keeper maps the queue's memory");
@@ -115,13 +130,10 @@ fn the_keeper_holds_a_queue_memory_until_it_reads_the_queue_stopped() {
 #[test]
 #[ignore = "helper: run by a_release_of_a_running_queue_stops_it_before_the_memory_goes"]
 fn helper_release_a_running_queue() {
-    let root = std::path::PathBuf::from(std::env::var("KEEPER_TEST_ROOT").expect("run by its test"));
-    let function = PciFunction::open(&root, ADDRESS).unwrap();
-    let bar = function.map_bar0(4096).unwrap();
-    let (file, _memory) = queue_memory(&root);
+    let Driver { bar, file, .. } = &helper_driver();
     let ino = file.metadata().unwrap().ino();
     bar.write_u32(PLAN.control, PLAN.enable | 1);
-    let keeper = Keeper::start(&bar, PLAN, &file).unwrap();
+    let keeper = Keeper::start(bar, PLAN, file).unwrap();
     let pid = keeper.pid();
     println!("keeper {pid}");
     drop(keeper);
@@ -144,12 +156,9 @@ fn a_release_of_a_running_queue_stops_it_before_the_memory_goes() {
 #[test]
 #[ignore = "helper: run by a_driver_that_exits_without_drop_has_its_queue_stopped"]
 fn helper_exit_with_the_queue_enabled() {
-    let root = std::path::PathBuf::from(std::env::var("KEEPER_TEST_ROOT").expect("run by its test"));
-    let function = PciFunction::open(&root, ADDRESS).unwrap();
-    let bar = function.map_bar0(4096).unwrap();
-    let (file, _memory) = queue_memory(&root);
+    let Driver { bar, file, .. } = &helper_driver();
     bar.write_u32(PLAN.control, PLAN.enable);
-    let keeper = Keeper::start(&bar, PLAN, &file).unwrap();
+    let keeper = Keeper::start(bar, PLAN, file).unwrap();
     println!("keeper {}", keeper.pid());
     std::process::exit(0);
 }
@@ -172,14 +181,11 @@ fn a_driver_that_exits_without_drop_has_its_queue_stopped() {
 #[test]
 #[ignore = "helper: run by a_confined_driver_is_not_root_and_cannot_end_its_keeper"]
 fn helper_attack_the_keeper() {
-    let root = std::path::PathBuf::from(std::env::var("KEEPER_TEST_ROOT").expect("run by its test"));
     platform::keeper::keep_every_queue();
-    let function = PciFunction::open(&root, ADDRESS).unwrap();
-    let bar = function.map_bar0(4096).unwrap();
-    let (file, _memory) = queue_memory(&root);
+    let Driver { root, bar, file, .. } = &helper_driver();
     platform::confine::confine_process().unwrap();
     bar.write_u32(PLAN.control, PLAN.enable);
-    let keeper = Keeper::start(&bar, PLAN, &file).unwrap();
+    let keeper = Keeper::start(bar, PLAN, file).unwrap();
     let pid = keeper.pid();
     println!("keeper {pid}");
     // The driver is root no more: a file of root's that a root service would act on (here a
