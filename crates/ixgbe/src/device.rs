@@ -86,7 +86,8 @@ impl Port {
     /// Opens `address` under the sysfs root `sysfs`: checks it is an 82599ES (8086:10fb) and is
     /// not bound to a kernel driver (never unbinds it), claims it (refused while another
     /// process owns it), enables memory space and bus mastering, and maps BAR0 with its size
-    /// checked.
+    /// checked. A real device opens only if the program was started with its address on the
+    /// command line: `platform` opened it then, before `main` (`platform::before_main`).
     pub fn open(sysfs: &Path, address: &str) -> Result<Port, DriverError> {
         let function = PciFunction::open(sysfs, address)?;
         function.expect_ids(0x8086, 0x10FB, "an Intel 82599ES (8086:10fb)")?;

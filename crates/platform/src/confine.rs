@@ -123,7 +123,7 @@ fn give_up_root() -> Result<(), PlatformError> {
                 std::io::Error::last_os_error(),
                 field("CapEff:")
             ),
-            fix: "run the driver as root: it gives root up at its first queue",
+            fix: "run the driver as root: it gives root up itself once its devices are open",
         });
     }
     GAVE_UP_ROOT.store(true, Ordering::SeqCst);

@@ -31,6 +31,9 @@ pub enum PlatformError {
     /// A port was opened after the process was confined: its configuration space can no
     /// longer be written.
     OpenedAfterConfinement { address: String },
+    /// A real device that this process did not open before `main` (`before_main`), or
+    /// could not.
+    NotOpenedBeforeMain { address: String, why: String },
     /// A real device was to be opened while one file's pages are mapped twice in this process
     /// (`mapped_once`).
     MappedTwice { first: String, second: String },
@@ -103,6 +106,9 @@ impl fmt::Display for PlatformError {
                 "PCI function {address} was opened after a queue started, when this process can no longer \
                  write device files: open every port before starting the first queue"
             ),
+            PlatformError::NotOpenedBeforeMain { address, why } => {
+                write!(f, "PCI function {address} is not open to this process: {why}")
+            }
             PlatformError::MappedTwice { first, second } => write!(
                 f,
                 "this process maps one file twice ({first}, and again {second}), and a second mapping of a \

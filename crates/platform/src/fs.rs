@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileTypeExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `HUGETLBFS_MAGIC` from linux/magic.h.
 const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
@@ -24,6 +24,12 @@ pub fn is_sysfs(file: &File) -> io::Result<bool> {
     let st = rustix::fs::fstatfs(file)?;
     #[allow(clippy::useless_conversion)] // f_type is i64 on x86_64 but not on every target
     Ok(i64::from(st.f_type) == SYSFS_MAGIC)
+}
+
+/// Whether `path` (followed if it is a symbolic link) lives on sysfs.
+pub fn path_is_sysfs(path: &Path) -> bool {
+    #[allow(clippy::useless_conversion)] // f_type is i64 on x86_64 but not on every target
+    rustix::fs::statfs(path).is_ok_and(|st| i64::from(st.f_type) == SYSFS_MAGIC)
 }
 
 /// Mount points of hugetlbfs file systems with 2 MiB pages (the default size), from /proc/mounts.

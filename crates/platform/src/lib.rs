@@ -10,6 +10,7 @@
 //! Every failure a user can cause or fix is a [`PlatformError`] whose message is one line that
 //! names the fix.
 
+pub mod before_main;
 pub mod confine;
 pub mod error;
 pub mod fs;

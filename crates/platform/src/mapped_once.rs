@@ -8,8 +8,9 @@
 //! `map_files`, every anonymous shared) mapping made here is registered by the file's device,
 //! inode and byte range, and a mapping that overlaps a live one is refused.
 //!
-//! The refusal starts when the process opens a real device ([`crate::PciFunction::map_bar0`]
-//! on sysfs) or asks for it ([`refuse_second_mappings`]), and lasts until the process ends.
+//! The refusal starts when the process opens a real device (before `main`,
+//! [`crate::before_main`]) or asks for it ([`refuse_second_mappings`]), and lasts until the
+//! process ends.
 //! Before then, and in processes that only drive nicsim's devices, a second mapping is allowed:
 //! there it is the device itself (nicsim in the driver's process maps the driver's hugepages
 //! and its BAR files), and nicsim checks every address a descriptor holds.

@@ -41,6 +41,10 @@ pub fn normalize_address(address: &str) -> Result<String, PlatformError> {
 /// An open PCI function.
 #[derive(Debug)]
 pub struct PciFunction {
+    /// BAR0 as mapped before `main` (`crate::before_main`), until [`Self::map_bar0`] takes it;
+    /// first, so that it is unmapped before the claim goes.
+    bar: Mutex<Option<MappedRegion>>,
+    opened_before_main: bool,
     dir: PathBuf,
     address: String,
     root: PathBuf,
@@ -48,13 +52,33 @@ pub struct PciFunction {
 }
 
 impl PciFunction {
-    /// Opens the function `address` under `root` (e.g. [`SYSFS_PCI_DEVICES`]).
+    /// Opens the function `address` under `root` (e.g. [`SYSFS_PCI_DEVICES`]). A real device
+    /// (one on sysfs) is open to a process only if it named the device on its command line:
+    /// it was opened then, before `main` (`crate::before_main`), and is handed out here once.
     pub fn open(root: &Path, address: &str) -> Result<Self, PlatformError> {
         let address = normalize_address(address)?;
         let dir = root.join(&address);
         if !dir.is_dir() {
             return Err(PlatformError::DeviceNotFound { address, root: root.to_path_buf() });
         }
+        if let Some(opened) = crate::before_main::take(&dir) {
+            return opened;
+        }
+        if crate::fs::path_is_sysfs(&dir) {
+            return Err(not_named(&address));
+        }
+        let function = Self::open_config(root, &address)?;
+        // A directory of another kind may still lead to a real device's files.
+        if crate::fs::is_sysfs(&function.config).unwrap_or(true) {
+            return Err(not_named(&address));
+        }
+        Ok(function)
+    }
+
+    /// Opens the function's configuration space, whatever file system it is on.
+    pub(crate) fn open_config(root: &Path, address: &str) -> Result<Self, PlatformError> {
+        let address = normalize_address(address)?;
+        let dir = root.join(&address);
         let config =
             OpenOptions::new().read(true).write(true).open(dir.join("config")).map_err(|e| match e.kind() {
                 std::io::ErrorKind::PermissionDenied if crate::confine::is_confined() => {
@@ -66,7 +90,14 @@ impl PciFunction {
                 _ => PlatformError::io(format!("opening {}/config", dir.display()), e),
             })?;
         claims().push(config.as_raw_fd());
-        Ok(PciFunction { dir, address, root: root.to_path_buf(), config })
+        Ok(PciFunction {
+            bar: Mutex::new(None),
+            opened_before_main: false,
+            dir,
+            address,
+            root: root.to_path_buf(),
+            config,
+        })
     }
 
     /// The normalised address.
@@ -170,34 +201,101 @@ impl PciFunction {
     /// Claims the function ([`Self::claim`]) and maps BAR0 (`resource0`) whole; fails unless
     /// it has exactly `expected_len` bytes. The claim is what keeps a second mapping away (in
     /// this process too: a lock is per open file), so the mapping should not outlive `self`.
-    /// For a real device (BAR0 on sysfs) the process refuses second mappings from then on
-    /// ([`crate::refuse_second_mappings`]), and the call fails if one exists already.
+    /// A real device's BAR0 was mapped before `main`, and is handed out here once.
     pub fn map_bar0(&self, expected_len: usize) -> Result<MappedRegion, PlatformError> {
         self.claim()?;
+        let region = if self.opened_before_main {
+            let taken = self.bar.lock().unwrap_or_else(|e| e.into_inner()).take();
+            taken.ok_or_else(|| PlatformError::NotOpenedBeforeMain {
+                address: self.address.clone(),
+                why: "its BAR0 is mapped already: map it once".to_string(),
+            })?
+        } else {
+            self.map_whole_bar0(false)?
+        };
+        if region.len() != expected_len {
+            return Err(PlatformError::io(
+                format!(
+                    "{} has {:#x} bytes, expected {expected_len:#x}",
+                    self.dir.join("resource0").display(),
+                    region.len()
+                ),
+                std::io::Error::other("BAR0 size mismatch"),
+            ));
+        }
+        Ok(region)
+    }
+
+    /// Maps BAR0 before `main` and keeps it for [`Self::map_bar0`]. The process refuses second
+    /// mappings from then on ([`crate::refuse_second_mappings`]), and its queues get keepers
+    /// (`crate::keeper`), as for a real device; a `pretend` one (`before_main::AS_REAL_ENV`)
+    /// too. A real function's files are all on sysfs and a pretend one's none: a pretend
+    /// `resource0` that led to a real device would get that device without its claim.
+    pub(crate) fn map_bar0_before_main(&mut self, pretend: bool) -> Result<(), PlatformError> {
+        let resource0 = self.dir.join("resource0");
+        for file in [self.dir.join("config"), resource0] {
+            if crate::fs::path_is_sysfs(&file) == pretend {
+                return Err(PlatformError::NotOpenedBeforeMain {
+                    address: self.address.clone(),
+                    why: format!(
+                        "{} is {}on sysfs, unlike the rest of the function: give the function's own directory",
+                        file.display(),
+                        if pretend { "" } else { "not " }
+                    ),
+                });
+            }
+        }
+        let region = self.map_whole_bar0(true)?;
+        self.bar = Mutex::new(Some(region));
+        self.opened_before_main = true;
+        Ok(())
+    }
+
+    /// Maps `resource0` whole. A real device's is mapped only before `main` (`before_main`
+    /// says so): a file on sysfs mapped at any other time is refused.
+    fn map_whole_bar0(&self, before_main: bool) -> Result<MappedRegion, PlatformError> {
         let path = self.dir.join("resource0");
         let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| match e.kind() {
             std::io::ErrorKind::PermissionDenied => PlatformError::NotRoot { what: "mapping a PCI BAR" },
             _ => PlatformError::io(format!("opening {}", path.display()), e),
         })?;
+        let inspecting = |e: std::io::Error| PlatformError::io(format!("inspecting {}", path.display()), e);
+        let meta = file.metadata().map_err(inspecting)?;
+        // A symbolic link to `/dev/mem` would make physical memory a device's registers.
+        if !meta.is_file() {
+            return Err(PlatformError::io(
+                format!("mapping {}", path.display()),
+                std::io::Error::other("not a BAR: a device's resource0 is a regular file"),
+            ));
+        }
+        let on_sysfs = crate::fs::is_sysfs(&file).map_err(inspecting)?;
+        if on_sysfs && !before_main {
+            return Err(not_named(&self.address));
+        }
         // A real device's DMA memory must have no second mapping that could rewrite its rings,
         // and its queues get keepers (`crate::keeper`).
-        if crate::fs::is_sysfs(&file).map_err(|e| PlatformError::io(format!("inspecting {}", path.display()), e))? {
+        if before_main {
             crate::mapped_once::refuse_second_mappings()?;
             REAL_DEVICE.store(true, std::sync::atomic::Ordering::SeqCst);
         }
-        let len = file.metadata().map_err(|e| PlatformError::io("sizing resource0", e))?.len() as usize;
-        if len != expected_len {
-            return Err(PlatformError::io(
-                format!("{} has {len:#x} bytes, expected {expected_len:#x}", path.display()),
-                std::io::Error::other("BAR0 size mismatch"),
-            ));
-        }
+        let len = meta.len() as usize;
         let region = MappedRegion::map_file_unchecked(&file, 0, len, false)
             .map_err(|e| PlatformError::io(format!("mapping {}", path.display()), e))?;
         if let Ok(range) = crate::mapped_once::FileRange::of_file(&file, 0, len) {
             bars().push((region.virt_addr(), len, range));
         }
         Ok(region)
+    }
+}
+
+/// Why a real device is not open to this process.
+fn not_named(address: &str) -> PlatformError {
+    PlatformError::NotOpenedBeforeMain {
+        address: address.to_string(),
+        why: format!(
+            "this process did not name it when it started: start the program as root with {address} among its \
+             arguments (a real device is opened, and the process confined, before the program's own code runs)"
+        ),
     }
 }
 

@@ -43,6 +43,29 @@ fn runs_unmodified_under_nicsim_exec() {
     common::assert_no_lint(&sim);
 }
 
+/// A driver that names its ports on its command line, on functions `platform` is told to take
+/// as real (`SAFENIC_DEVICES_AS_REAL`, nicsim's): they are opened and the process confined
+/// before its `main` runs (`platform::before_main`), so the driver forwards as `nobody`, with
+/// a keeper, and no code of its own ever ran as root.
+#[test]
+fn a_driver_confined_before_main_forwards_as_nobody() {
+    let sim = Sim::start("before-main");
+    let devices = sim.devices();
+    let env = [(platform::before_main::AS_REAL_ENV, devices.as_str())];
+    let mut child = sim.fwd_with_env(RUST, "restricted", &[A, B, "--flow-control"], &env);
+    sim.wait_driver_ready(&mut child);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap_or_default().to_string();
+    let unprivileged = platform::confine::UNPRIVILEGED;
+    let n = 100_000;
+    let s = sim.send_both_ways(TrafficSpec { rate_pps: Some(RATE_PPS), count: Some(n), ..TrafficSpec::default() });
+    let summary = common::stop_driver(RUST, "restricted", child);
+    assert_eq!(uid, format!("Uid:\t{unprivileged}\t{unprivileged}\t{unprivileged}\t{unprivileged}"));
+    common::assert_lossless(&s, &summary, n, true);
+    common::assert_no_lint(&sim);
+    common::assert_queues_stopped_before_memory_went(&sim, RUST);
+}
+
 #[test]
 fn output_count_errors_are_one_line() {
     let e = common::fwd_error(RUST, "const", &[A, B, "--outputs", "3"]);
