@@ -17,6 +17,7 @@ pub mod flow_control;
 pub mod guardian;
 pub mod histogram;
 pub mod lint;
+pub mod ownership;
 pub mod pciconfig;
 pub mod peer;
 pub mod port;

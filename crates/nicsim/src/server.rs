@@ -5,6 +5,7 @@ use crate::control::{Answer, Envelope, Info, PortInfo, Reply, Request};
 use crate::dma::ProcDmaSpace;
 use crate::engine::{self, Command, Engine};
 use crate::pciconfig::{PciConfig, CONFIG_LEN};
+use crate::ownership::ClaimFile;
 use crate::port::Port;
 use crate::regs::BAR0_LEN;
 use crate::sysfs;
@@ -98,6 +99,7 @@ impl Server {
             let config = PciConfig::new(map(&f.config, CONFIG_LEN)?, sysfs::bar0_phys(n));
             let bar = map(&f.resource0, BAR0_LEN)?;
             let mut port = Port::new(n, bar, config, (n % 8) as u32, opts.gbps);
+            port.claim_file = Some(ClaimFile::of(&f.config).map_err(|e| format!("port {n}'s config file: {e}"))?);
             port.set_link_setup(opts.link_up);
             port.set_sfp_module(opts.sfp);
             let m = port.mac();

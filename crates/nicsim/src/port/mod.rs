@@ -38,6 +38,7 @@ pub use tx_output::{TxBatch, TxOutput};
 use crate::dma;
 use crate::flow_control::{FlowConfig, FlowControl};
 use crate::lint::Lints;
+use crate::ownership::{self, ClaimFile};
 use crate::pciconfig::PciConfig;
 use crate::regs::*;
 use crate::wire::WireClock;
@@ -146,6 +147,8 @@ pub struct Port {
     bar: MappedRegion,
     shadow: Vec<u32>,
     pub config: PciConfig,
+    /// The `config` file whose lock claims this function, when it is a file drivers open.
+    pub claim_file: Option<ClaimFile>,
     rx: Vec<RxQueue>,
     tx: Vec<TxQueue>,
     /// Enabled queues, in the order they were enabled: the ones the engine polls.
@@ -236,6 +239,7 @@ impl Port {
             bar,
             shadow: vec![0; BAR0_DWORDS],
             config,
+            claim_file: None,
             rx: vec![RxQueue::default(); QUEUES],
             tx: (0..QUEUES).map(|_| TxQueue::default()).collect(),
             active_rx: Vec::new(),
@@ -442,12 +446,23 @@ impl Port {
         self.config.remove();
     }
 
-    /// Lint when more than one process maps this function's BAR0 (`pids`, nicsim excluded):
-    /// on the card one driver owns a function (VFIO group, DPDK lock); two reset and program
-    /// it under each other.
+    /// Lint when more than one owner maps this function's BAR0 (`pids`, nicsim excluded): on
+    /// the card one driver owns a function (VFIO device, DPDK lock); two reset and program it
+    /// under each other. The processes that share the claim are one owner ([`ownership`]).
     pub fn warn_if_shared(&mut self, pids: &[u32]) {
-        if pids.len() > 1 {
-            let list: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
+        let owners = ownership::owners(pids, self.claim_file.as_ref());
+        if owners.len() > 1 {
+            let list: Vec<String> = owners
+                .iter()
+                .map(|o| {
+                    let pids: Vec<String> = o.iter().map(|p| p.to_string()).collect();
+                    if o.len() > 1 {
+                        format!("{} (one claim)", pids.join(" and "))
+                    } else {
+                        pids.concat()
+                    }
+                })
+                .collect();
             let message = format!(
                 "BAR0 is mapped by processes {} at once, and one of them just reset the device: two drivers own one function",
                 list.join(", ")
