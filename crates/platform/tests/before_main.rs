@@ -28,15 +28,16 @@ fn pretend_function(scratch: &ScratchDir, class: &str) -> PathBuf {
 }
 
 /// Runs `helper` of this binary in a child, `named` or not on its command line, with `root`
-/// taken as real; its stdout, after checking that it passed.
-fn run_helper(helper: &str, root: &Path, named: bool) -> String {
+/// taken as real and `env` set; its stdout, after checking that it passed.
+fn run_helper(helper: &str, root: &Path, named: bool, env: &[(&str, &str)]) -> String {
     let mut command = Command::new(std::env::current_exe().unwrap());
     command.args(["--ignored", "--exact", helper, "--nocapture", "--test-threads=1"]);
     if named {
         // A second filter that matches no test: the helper still runs.
         command.arg(ADDRESS);
     }
-    let out = command.env(AS_REAL_ENV, root).env("BEFORE_MAIN_TEST_ROOT", root).output().unwrap();
+    let out =
+        command.env(AS_REAL_ENV, root).env("BEFORE_MAIN_TEST_ROOT", root).envs(env.iter().copied()).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let errors = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && text.contains("helper done"), "{helper} failed:\n{text}{errors}");
@@ -88,7 +89,7 @@ fn a_named_device_is_opened_and_the_process_confined_before_main() {
     let root = pretend_function(&scratch, "0x020000\n");
     let file = std::fs::OpenOptions::new().read(true).write(true).open(root.join(ADDRESS).join("resource0")).unwrap();
     let view = MappedRegion::map_file(&file, 0, 4096, false).unwrap();
-    let text = run_helper("helper_named_device", &root, true);
+    let text = run_helper("helper_named_device", &root, true, &[]);
     let unprivileged = platform::confine::UNPRIVILEGED;
     assert!(text.contains(&format!("Uid:\t{unprivileged}\t{unprivileged}\t{unprivileged}")), "{text}");
     assert!(text.contains("CapEff:\t0000000000000000"), "{text}");
@@ -121,36 +122,32 @@ fn helper_named_nothing() {
 fn a_program_that_names_no_device_is_left_as_it_was() {
     let scratch = ScratchDir::new("platform-test", "before-main-none").unwrap();
     let root = pretend_function(&scratch, "0x020000\n");
-    run_helper("helper_named_nothing", &root, false);
+    run_helper("helper_named_nothing", &root, false, &[]);
 }
 
-/// Run in a child by the test below, which names a function that is no network controller.
+/// Run in a child by the tests below, each of which names a function the program may not be
+/// given: nothing was opened or confined before main, and opening it fails as the test expects.
 #[test]
-#[ignore = "helper: run by a_named_function_that_is_no_network_controller_is_not_opened"]
-fn helper_named_a_disk() {
+#[ignore = "helper: run by the tests that name a function that is not opened"]
+fn helper_named_a_function_not_opened() {
     assert!(!platform::before_main::confined_before_main());
     let e = PciFunction::open(&test_root(), ADDRESS).unwrap_err().to_string();
     println!("{e}");
-    assert!(e.contains("is not a network controller (class 010802)"), "{e}");
+    let expected = std::env::var("BEFORE_MAIN_TEST_REFUSAL").expect("run by its test");
+    assert!(e.contains(&expected), "{e}");
     println!("helper done");
+}
+
+/// Names the function under `root` and checks that it is refused with `refusal`.
+fn expect_not_opened(root: &Path, refusal: &str) {
+    run_helper("helper_named_a_function_not_opened", root, true, &[("BEFORE_MAIN_TEST_REFUSAL", refusal)]);
 }
 
 #[test]
 fn a_named_function_that_is_no_network_controller_is_not_opened() {
     let scratch = ScratchDir::new("platform-test", "before-main-disk").unwrap();
     let root = pretend_function(&scratch, "0x010802\n");
-    run_helper("helper_named_a_disk", &root, true);
-}
-
-/// Run in a child by the test below, which names a port a kernel driver holds.
-#[test]
-#[ignore = "helper: run by a_named_port_that_a_kernel_driver_holds_is_not_opened"]
-fn helper_named_a_bound_port() {
-    assert!(!platform::before_main::confined_before_main());
-    let e = PciFunction::open(&test_root(), ADDRESS).unwrap_err().to_string();
-    println!("{e}");
-    assert!(e.contains("is bound to the kernel driver `ixgbe`"), "{e}");
-    println!("helper done");
+    expect_not_opened(&root, "is not a network controller (class 010802)");
 }
 
 #[test]
@@ -159,21 +156,11 @@ fn a_named_port_that_a_kernel_driver_holds_is_not_opened() {
     let root = pretend_function(&scratch, "0x020000\n");
     std::fs::create_dir(root.join("ixgbe")).unwrap();
     std::os::unix::fs::symlink(root.join("ixgbe"), root.join(ADDRESS).join("driver")).unwrap();
-    run_helper("helper_named_a_bound_port", &root, true);
+    expect_not_opened(&root, "is bound to the kernel driver `ixgbe`");
 }
 
-/// Run in a child by the test below: a pretend function whose `resource0` leads to sysfs,
-/// which would give the program a real device without the claim on its `config`.
-#[test]
-#[ignore = "helper: run by a_pretend_function_with_a_file_on_sysfs_is_not_opened"]
-fn helper_named_a_pretend_port_leading_to_sysfs() {
-    assert!(!platform::before_main::confined_before_main());
-    let e = PciFunction::open(&test_root(), ADDRESS).unwrap_err().to_string();
-    println!("{e}");
-    assert!(e.contains("resource0 is on sysfs, unlike the rest of the function"), "{e}");
-    println!("helper done");
-}
-
+/// A pretend function whose `resource0` leads to sysfs would give the program a real device
+/// without the claim on its `config`.
 #[test]
 fn a_pretend_function_with_a_file_on_sysfs_is_not_opened() {
     let scratch = ScratchDir::new("platform-test", "before-main-leads").unwrap();
@@ -181,7 +168,7 @@ fn a_pretend_function_with_a_file_on_sysfs_is_not_opened() {
     let resource0 = root.join(ADDRESS).join("resource0");
     std::fs::remove_file(&resource0).unwrap();
     std::os::unix::fs::symlink(SYSFS_FILE, &resource0).unwrap();
-    run_helper("helper_named_a_pretend_port_leading_to_sysfs", &root, true);
+    expect_not_opened(&root, "resource0 is on sysfs, unlike the rest of the function");
 }
 
 /// A file on sysfs that root may open for writing; opening it writes nothing.
