@@ -95,7 +95,7 @@ pub fn print_text(r: &Report) -> Result<(), String> {
             c.unsafe_lines
         )?;
         for u in &c.undocumented {
-            cli::outln!("      no // SAFETY: comment above the unsafe block at {u}")?;
+            cli::outln!("      no // SAFETY: comment above the unsafe code at {u}")?;
         }
         for u in &c.not_allowed {
             cli::outln!("      not allowed outside {}: {u}", UNSAFE_ROOMS.join(" and "))?;

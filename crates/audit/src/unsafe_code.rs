@@ -15,6 +15,11 @@ use syn::visit::Visit;
 /// The keyword the audit looks for.
 pub const KEYWORD: &str = concat!("un", "safe");
 
+/// Attributes that name or place a symbol for the linker (a `memcpy` that replaces libc's, an
+/// `.init_array` entry): unsafe whether or not the keyword wraps them, which edition 2024
+/// requires and edition 2021 does not.
+const LINKER_ATTRIBUTES: &[&str] = &["no_mangle", "export_name", "link_section"];
+
 /// What kind of unsafe code a site is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -47,9 +52,10 @@ impl UnsafeKind {
         }
     }
 
-    /// Blocks and impls must say why they are sound, in a `// SAFETY:` comment right above.
+    /// Blocks, impls and attributes must say why they are sound, in a `// SAFETY:` comment
+    /// right above.
     pub fn needs_safety_comment(self) -> bool {
-        matches!(self, UnsafeKind::Block | UnsafeKind::Impl)
+        matches!(self, UnsafeKind::Block | UnsafeKind::Impl | UnsafeKind::Attribute)
     }
 }
 
@@ -147,7 +153,7 @@ impl<'ast> Visit<'ast> for Finder {
         syn::visit::visit_item_foreign_mod(self, m);
     }
     fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
-        if a.path().is_ident(KEYWORD) {
+        if a.path().is_ident(KEYWORD) || LINKER_ATTRIBUTES.iter().any(|n| a.path().is_ident(n)) {
             self.add(UnsafeKind::Attribute, a.span());
         }
         if let syn::Meta::List(l) = &a.meta {
@@ -155,6 +161,16 @@ impl<'ast> Visit<'ast> for Finder {
             let mut inner = Finder { sites: Vec::new() };
             inner.tokens(&l.tokens);
             self.sites.extend(inner.sites.into_iter().map(|(_, s)| (UnsafeKind::Attribute, s)));
+            if a.path().is_ident("cfg_attr") {
+                // `cfg_attr(…, no_mangle)`, without the keyword.
+                for t in l.tokens.clone() {
+                    if let TokenTree::Ident(i) = t {
+                        if LINKER_ATTRIBUTES.iter().any(|n| i == n) {
+                            self.add(UnsafeKind::Attribute, i.span());
+                        }
+                    }
+                }
+            }
         }
         syn::visit::visit_attribute(self, a);
     }

@@ -34,6 +34,17 @@ fn every_unsafe_attribute_is_found() {
     assert_eq!(kinds(hidden), [UnsafeKind::Attribute]);
 }
 
+/// Edition 2021 spells the linker's attributes without the keyword; they are as unsafe, and
+/// count in a trusted crate's budget (the compiler's `unsafe_code` lint refuses them elsewhere).
+#[test]
+fn linker_attributes_without_the_keyword_are_found() {
+    for attr in ["#[no_mangle]", "#[export_name = \"f\"]", "#[link_section = \".init_array\"]"] {
+        assert_eq!(kinds(&format!("{attr}\npub fn f() {{}}\n")), [UnsafeKind::Attribute], "{attr}");
+    }
+    assert_eq!(kinds("#[cfg_attr(all(), no_mangle)]\npub fn f() {}\n"), [UnsafeKind::Attribute]);
+    assert_eq!(kinds("#[inline]\n#[used]\n#[cfg_attr(test, derive(Debug))]\nstruct S;\n"), []);
+}
+
 #[test]
 fn assembly_in_every_form_is_found() {
     for src in [

@@ -81,10 +81,9 @@ mod tests {
         assert!(locked.expect("flock(1) from util-linux").success(), "the lock is free");
         let claim = ClaimFile::of(&file).unwrap();
         let sharer = Reaped::spawn(Command::new("sleep").arg("60").stdin(file.try_clone().unwrap())).unwrap();
-        let stranger = Reaped::spawn(
-            Command::new("sleep").arg("60").stdin(File::open(&path).unwrap()).stdout(Stdio::null()),
-        )
-        .unwrap();
+        let stranger =
+            Reaped::spawn(Command::new("sleep").arg("60").stdin(File::open(&path).unwrap()).stdout(Stdio::null()))
+                .unwrap();
         let me = std::process::id();
         let mappers = [stranger.id(), me, sharer.id()];
         // The children have exec'd once their descriptors show in /proc.

@@ -4,8 +4,8 @@
 use crate::control::{Answer, Envelope, Info, PortInfo, Reply, Request};
 use crate::dma::ProcDmaSpace;
 use crate::engine::{self, Command, Engine};
-use crate::pciconfig::{PciConfig, CONFIG_LEN};
 use crate::ownership::ClaimFile;
+use crate::pciconfig::{PciConfig, CONFIG_LEN};
 use crate::port::Port;
 use crate::regs::BAR0_LEN;
 use crate::sysfs;
