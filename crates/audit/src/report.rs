@@ -1,6 +1,6 @@
 //! The audit's report as text.
 
-use crate::budget::UNSAFE_ROOMS;
+use crate::budget::{FFI_ROOMS, UNSAFE_ROOMS};
 use crate::registry::REGISTRY;
 use crate::sizes::MODES;
 use crate::unsafe_code::UnsafeKind;
@@ -78,7 +78,7 @@ pub fn print_text(r: &Report) -> Result<(), String> {
         )?;
     }
     cli::outln!("")?;
-    cli::outln!("Unsafe budget (allowed only in {}):", UNSAFE_ROOMS.join(" and "))?;
+    cli::outln!("Unsafe budget (allowed only in {}; {} only in src/):", UNSAFE_ROOMS.join(", "), FFI_ROOMS.join(", "))?;
     for c in &r.crates {
         let others: Vec<String> = c
             .sites
@@ -98,7 +98,7 @@ pub fn print_text(r: &Report) -> Result<(), String> {
             cli::outln!("      no // SAFETY: comment above the unsafe code at {u}")?;
         }
         for u in &c.not_allowed {
-            cli::outln!("      not allowed outside {}: {u}", UNSAFE_ROOMS.join(" and "))?;
+            cli::outln!("      not allowed here (only in {}): {u}", UNSAFE_ROOMS.join(", "))?;
         }
         for u in &c.unparsed {
             cli::outln!("      cannot parse, so cannot count its unsafe code: {u}")?;

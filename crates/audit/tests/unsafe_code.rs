@@ -128,3 +128,24 @@ fn the_budget_refuses_unsafe_outside_the_rooms_and_a_crate_that_does_not_forbid_
     assert!(!nicsim.forbids_unsafe_code && !nicsim.passed(), "a crate outside the rooms must forbid unsafe code");
     assert_eq!(bench.not_allowed.len(), 2, "the naked function: {:?}", bench.not_allowed);
 }
+
+/// The DPDK crate may hold unsafe code for its FFI in `src/`, but its tests and examples are
+/// users of its safe API, like any other crate.
+#[test]
+fn an_ffi_room_allows_unsafe_only_in_its_library() {
+    let root = std::env::temp_dir().join(format!("safenic-audit-ffi-{}", std::process::id()));
+    let dir = root.join("crates/dpdk");
+    for sub in ["src", "tests", "examples"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    std::fs::write(dir.join("Cargo.toml"), "[package]\n").unwrap();
+    let block = code("fn x() {\n// SAFETY: documented.\nUNSAFE { f() }\n}\n");
+    for file in ["src/lib.rs", "tests/t.rs", "examples/l2fwd.rs"] {
+        std::fs::write(dir.join(file), &block).unwrap();
+    }
+    let budget = unsafe_budget(&root).unwrap();
+    std::fs::remove_dir_all(&root).unwrap();
+    let dpdk = budget.iter().find(|c| c.name == "dpdk").unwrap();
+    assert_eq!(dpdk.not_allowed, ["crates/dpdk/examples/l2fwd.rs:3 unsafe block", "crates/dpdk/tests/t.rs:3 unsafe block"]);
+    assert!(!dpdk.passed());
+}
