@@ -146,6 +146,9 @@ fn an_ffi_room_allows_unsafe_only_in_its_library() {
     let budget = unsafe_budget(&root).unwrap();
     std::fs::remove_dir_all(&root).unwrap();
     let dpdk = budget.iter().find(|c| c.name == "dpdk").unwrap();
-    assert_eq!(dpdk.not_allowed, ["crates/dpdk/examples/l2fwd.rs:3 unsafe block", "crates/dpdk/tests/t.rs:3 unsafe block"]);
+    assert_eq!(
+        dpdk.not_allowed,
+        ["crates/dpdk/examples/l2fwd.rs:3 unsafe block", "crates/dpdk/tests/t.rs:3 unsafe block"]
+    );
     assert!(!dpdk.passed());
 }

@@ -2,6 +2,7 @@
  * DPDK's static inline fast-path functions, which have no symbol to link against. */
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
@@ -18,3 +19,8 @@ char *safenic_pktmbuf_adj(struct rte_mbuf *m, uint16_t len);
 int safenic_pktmbuf_trim(struct rte_mbuf *m, uint16_t len);
 int safenic_errno(void);
 unsigned safenic_lcore_id(void);
+
+/* Set by SIGINT or SIGTERM once safenic_stop_on_signals() installed the handlers. */
+extern volatile int safenic_stop;
+int safenic_stop_on_signals(void);
+uint64_t safenic_tsc_hz(void);

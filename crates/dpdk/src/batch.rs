@@ -69,6 +69,13 @@ impl<'p, const N: usize> Batch<'p, N> {
         Some(unsafe { self.slots[self.len].assume_init_read() })
     }
 
+    /// Takes every mbuf out, first to last; those the iterator has not yielded when it is
+    /// dropped are freed.
+    pub fn drain(&mut self) -> Drain<'_, 'p, N> {
+        let end = std::mem::take(&mut self.len);
+        Drain { batch: self, next: 0, end }
+    }
+
     /// Frees every mbuf (`rte_pktmbuf_free_bulk`, one call).
     pub fn clear(&mut self) {
         let n = std::mem::take(&mut self.len);
@@ -126,5 +133,45 @@ impl<const N: usize> Default for Batch<'_, N> {
 impl<const N: usize> Drop for Batch<'_, N> {
     fn drop(&mut self) {
         self.clear();
+    }
+}
+
+/// The mbufs of a batch, moved out in order ([`Batch::drain`]). The batch already counts none,
+/// so a leaked `Drain` leaks the rest instead of freeing them twice.
+pub struct Drain<'b, 'p, const N: usize> {
+    batch: &'b mut Batch<'p, N>,
+    next: usize,
+    end: usize,
+}
+
+impl<'p, const N: usize> Iterator for Drain<'_, 'p, N> {
+    type Item = Mbuf<'p>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Mbuf<'p>> {
+        if self.next >= self.end {
+            return None;
+        }
+        // SAFETY: slots next..end hold owned mbufs that nothing else reads (the batch's len is
+        // 0); each is read once, as `next` moves past it.
+        let m = unsafe { self.batch.slots.get_unchecked(self.next).assume_init_read() };
+        self.next += 1;
+        Some(m)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.end - self.next;
+        (left, Some(left))
+    }
+}
+
+impl<const N: usize> Drop for Drain<'_, '_, N> {
+    fn drop(&mut self) {
+        let left = self.end - self.next;
+        if left > 0 {
+            // SAFETY: slots next..end still hold owned mbufs, not yielded and not counted by the
+            // batch; freed once here.
+            unsafe { sys::rte_pktmbuf_free_bulk(self.batch.slots.as_mut_ptr().add(self.next).cast(), left as u32) }
+        }
     }
 }

@@ -68,17 +68,21 @@
 //! ```
 
 mod batch;
+mod cycles;
 mod eal;
 mod error;
+mod lcore;
 mod mbuf;
 mod mempool;
 mod port;
 mod queue;
 mod sys;
 
-pub use batch::Batch;
+pub use batch::{Batch, Drain};
+pub use cycles::{cycles, cycles_per_second};
 pub use eal::{Eal, EalBuilder};
 pub use error::Error;
+pub use lcore::{request_stop, stop_on_signals, stop_requested, Lcore, Scope};
 pub use mbuf::Mbuf;
 pub use mempool::Mempool;
 pub use port::{Port, PortConfig, Stats};

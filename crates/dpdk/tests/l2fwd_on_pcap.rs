@@ -1,0 +1,179 @@
+//! The Rust l2fwd (`examples/l2fwd`) as a user runs it, on DPDK's `net_pcap` devices: each port
+//! receives the frames of a pcap file once and writes what it sends to another, so the test
+//! knows every frame that went in and checks every frame that came out: each forwarded
+//! exactly once, in order, to the paired port, with l2fwd's MAC addresses. No hardware, no
+//! hugepages.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The example binary, which `cargo test` builds beside this test.
+fn l2fwd() -> PathBuf {
+    let deps = std::env::current_exe().unwrap().parent().unwrap().to_path_buf();
+    deps.parent().unwrap().join("examples/l2fwd")
+}
+
+/// Kills and reaps the child when the test ends, also when it fails.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let mut out = Vec::new();
+    for word in [0xa1b2c3d4u32, 0x0004_0002, 0, 0, 65535, 1] {
+        out.extend(word.to_le_bytes()); // magic, version 2.4, zone, accuracy, snaplen, Ethernet
+    }
+    for f in frames {
+        for word in [0u32, 0, f.len() as u32, f.len() as u32] {
+            out.extend(word.to_le_bytes());
+        }
+        out.extend(f);
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
+    let mut bytes = Vec::new();
+    if let Ok(mut f) = std::fs::File::open(path) {
+        f.read_to_end(&mut bytes).unwrap();
+    }
+    let mut frames = Vec::new();
+    let mut at = 24;
+    while at + 16 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        if at + 16 + len > bytes.len() {
+            break; // a record still being written
+        }
+        frames.push(bytes[at + 16..at + 16 + len].to_vec());
+        at += 16 + len;
+    }
+    frames
+}
+
+/// Frame `n` of a port's input: 60 to 1514 bytes, numbered, from a made-up sender.
+fn frame(port: u8, n: u32) -> Vec<u8> {
+    let len = 60 + (n as usize * 37) % 1455;
+    let mut f = vec![port; len];
+    f[..6].copy_from_slice(&[0x02, 0xaa, 0, 0, 0, port]);
+    f[6..12].copy_from_slice(&[0x02, 0xbb, 0, 0, 0, port]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14..18].copy_from_slice(&n.to_le_bytes());
+    f
+}
+
+/// `Port N, MAC address: …` as l2fwd prints it.
+fn port_mac(stdout: &str, port: u16) -> [u8; 6] {
+    let prefix = format!("Port {port}, MAC address: ");
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no MAC of port {port}:\n{stdout}"));
+    let bytes: Vec<u8> = line.split(':').map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
+    bytes.try_into().unwrap()
+}
+
+#[test]
+fn l2fwd_forwards_every_frame_once_to_the_paired_port_with_its_macs() {
+    const FRAMES: u32 = 3000;
+    let dir = std::env::temp_dir().join(format!("dpdk-l2fwd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let inputs: Vec<Vec<Vec<u8>>> = (0..2u8)
+        .map(|p| {
+            let mut frames: Vec<Vec<u8>> = (0..FRAMES).map(|n| frame(p, n)).collect();
+            frames.insert(100, vec![0xee; 10]); // a runt: counted and dropped
+            frames
+        })
+        .collect();
+    let mut args: Vec<String> =
+        ["-l", "0-1", "--no-pci", "--no-huge", "-m", "512", "--no-shconf"].map(String::from).to_vec();
+    for (p, input) in inputs.iter().enumerate() {
+        write_pcap(&dir.join(format!("in{p}.pcap")), input);
+        let (rx, tx) = (dir.join(format!("in{p}.pcap")), dir.join(format!("out{p}.pcap")));
+        args.extend(["--vdev".into(), format!("net_pcap{p},rx_pcap={},tx_pcap={}", rx.display(), tx.display())]);
+    }
+    args.extend(["--", "-p", "0x3", "-T", "0"].map(String::from));
+    let child = Command::new(l2fwd()).args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+    let mut run = Running(child.unwrap_or_else(|e| panic!("{}: {e}", l2fwd().display())));
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (0..2).any(|p| read_pcap(&dir.join(format!("out{p}.pcap"))).len() < FRAMES as usize) {
+        assert!(Instant::now() < deadline, "l2fwd did not forward every frame within a minute");
+        assert!(run.0.try_wait().unwrap().is_none(), "l2fwd exited early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200)); // anything more would be a duplicate
+    let pid = rustix::process::Pid::from_child(&run.0);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let mut stdout = String::new();
+    run.0.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    let mut stderr = String::new();
+    run.0.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let status = run.0.wait().unwrap();
+    assert!(status.success(), "l2fwd: {status}\n{stdout}\n{stderr}");
+    assert!(stdout.contains("Bye..."), "every mbuf came back to the pool:\n{stdout}");
+
+    for (from, to) in [(0u16, 1u16), (1, 0)] {
+        let out = read_pcap(&dir.join(format!("out{to}.pcap")));
+        let expected: Vec<Vec<u8>> = (0..FRAMES)
+            .map(|n| {
+                let mut f = frame(from as u8, n);
+                f[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, to as u8]);
+                f[6..12].copy_from_slice(&port_mac(&stdout, to));
+                f
+            })
+            .collect();
+        assert_eq!(out.len(), expected.len(), "port {from} to {to}: each frame once");
+        assert!(out == expected, "port {from} to {to}: in order, MACs rewritten");
+    }
+    for line in [
+        "Total packets sent:               6000",
+        "Total packets received:           6002",
+        "Total packets dropped:               2",
+    ] {
+        assert!(stdout.contains(line), "{line}:\n{stdout}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Bad arguments end with one line naming the fix, and a failure: l2fwd's own on stderr alone,
+/// EAL's after DPDK's usage text.
+#[test]
+fn bad_arguments_end_with_one_line_and_a_failure() {
+    let eal =
+        ["-l", "0", "--no-pci", "--no-huge", "-m", "128", "--no-shconf", "--vdev", "net_null0", "--vdev", "net_null1"];
+    let cases: [(&[&str], &str); 5] = [
+        (&["--", "-p", "0x4"], "l2fwd: portmask names port 2, which DPDK did not probe: it has ports [0, 1]"),
+        (&["--", "-p", "zz"], "l2fwd: invalid portmask `zz`: give a hexadecimal mask of ports, e.g. -p 0x3"),
+        (&["--", "-p", "0x3", "-q", "0"], "l2fwd: invalid queue number `0`: give 1 to 16 ports per lcore"),
+        (
+            &["--", "-p", "0x3", "--fast"],
+            "l2fwd: unknown option `--fast`: -p PORTMASK [-q NQ] [-T PERIOD] [--[no-]mac-updating]",
+        ),
+        (
+            &["--", "-p", "0x3"],
+            "l2fwd: 2 ports at -q 1 need 2 lcores, and EAL runs 1: give more lcores (-l) or a larger -q",
+        ),
+    ];
+    for (app, line) in cases {
+        let out = Command::new(l2fwd()).args(eal).args(app).stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{app:?}: exits with a failure");
+        assert_eq!(stderr.lines().last(), Some(line), "{app:?}:\n{stderr}");
+        assert!(!stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"), "{app:?}: no backtrace");
+    }
+    let out = Command::new(l2fwd()).args(["--no-such-eal-option", "--", "-p", "0x3"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("l2fwd: DPDK's EAL did not start: ") && last.ends_with("fix the EAL arguments"),
+        "{stderr}"
+    );
+}
