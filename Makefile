@@ -61,10 +61,13 @@ bench-smoke: setup build
 	target/release/safenic bench --profile quick --out target/bench-quick
 
 # platform's tests under AddressSanitizer and ThreadSanitizer (Miri cannot run them: they map
-# files and hugepages). ThreadSanitizer needs the standard library built with it too.
+# files and hugepages). ThreadSanitizer needs the standard library built with it too. The DPDK
+# API's tests, l2fwd included, under AddressSanitizer (DPDK's own libraries are not instrumented).
 SANITIZE_TARGET := x86_64-unknown-linux-gnu
 sanitize: setup
 	RUSTFLAGS="-Zsanitizer=address" $(CARGO) +nightly test -p platform --lib --target $(SANITIZE_TARGET) \
+	  --target-dir target/sanitize-address -- --test-threads=1
+	RUSTFLAGS="-Zsanitizer=address" $(CARGO) +nightly test -p dpdk --target $(SANITIZE_TARGET) \
 	  --target-dir target/sanitize-address -- --test-threads=1
 	RUSTFLAGS="-Zsanitizer=thread" $(CARGO) +nightly test -Zbuild-std -p platform --lib --target $(SANITIZE_TARGET) \
 	  --target-dir target/sanitize-thread -- --test-threads=1

@@ -14,6 +14,17 @@ static INITIALISED: AtomicBool = AtomicBool::new(false);
 /// pool or port leaked with `mem::forget` keeps EAL up until the process exits.
 pub(crate) static USERS: AtomicUsize = AtomicUsize::new(0);
 
+/// EAL's argv and its strings, which EAL may point into after `rte_eal_init` returns.
+struct KeptArgv {
+    _strings: Vec<CString>,
+    argv: Vec<*mut c_char>,
+}
+
+// SAFETY: the pointers are only read, under the mutex, after `rte_eal_init` returned.
+unsafe impl Send for KeptArgv {}
+
+static KEPT_ARGV: std::sync::Mutex<Option<KeptArgv>> = std::sync::Mutex::new(None);
+
 /// The initialised EAL. Everything else borrows it; it stays on the thread that initialised it
 /// (the main lcore), so it is neither `Send` nor `Sync`.
 #[derive(Debug)]
@@ -38,20 +49,23 @@ impl Eal {
         if INITIALISED.swap(true, Ordering::SeqCst) {
             return Err(Error::AlreadyInitialised);
         }
-        // EAL permutes argv and may keep pointers into it: the strings live as long as the
-        // process, and the array is returned to read what EAL left.
-        let mut argv: Vec<*mut c_char> = owned.into_iter().map(|c| c.into_raw()).collect();
+        // EAL permutes argv and may keep pointers into it: the strings and the array are kept
+        // for the process's life (reachable, so a leak checker does not report them).
+        let mut kept = KEPT_ARGV.lock().unwrap_or_else(|e| e.into_inner());
+        let mut argv: Vec<*mut c_char> = owned.iter().map(|c| c.as_ptr().cast_mut()).collect();
         argv.push(std::ptr::null_mut());
         let argc = (argv.len() - 1) as c_int;
-        // SAFETY: argv holds argc NUL-terminated strings and a final NULL, all leaked above, so
-        // valid for the process's life; INITIALISED makes this the only call in the process.
+        // SAFETY: argv holds argc NUL-terminated strings and a final NULL; EAL reorders the
+        // array and reads the strings, never writes them; both stay alive in KEPT_ARGV;
+        // INITIALISED makes this the only call in the process.
         let taken = unsafe { sys::rte_eal_init(argc, argv.as_mut_ptr()) };
+        let argv = kept.insert(KeptArgv { _strings: owned, argv }).argv.clone();
         if taken < 0 {
             return Err(Error::Init { errno: rte_errno() });
         }
         let mut rest = vec![args.first().cloned().unwrap_or_default()];
         for &p in &argv[taken as usize + 1..argv.len() - 1] {
-            // SAFETY: every entry before the NULL is one of the strings leaked above (EAL only
+            // SAFETY: every entry before the NULL is one of the strings kept above (EAL only
             // reorders them).
             rest.push(unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned());
         }

@@ -45,9 +45,10 @@
 //! fn f(q: &dpdk::RxQueue<'_>) { shared(q) }
 //! ```
 //!
-//! ```compile_fail,E0599
-//! // An mbuf has one owner.
-//! fn f(m: &dpdk::Mbuf<'_>) -> dpdk::Mbuf<'static> { m.clone() }
+//! ```compile_fail,E0277
+//! // An mbuf has one owner: it is neither Clone nor Copy.
+//! fn owned_twice<T: Clone>() {}
+//! owned_twice::<dpdk::Mbuf<'static>>();
 //! ```
 //!
 //! ```compile_fail,E0515
