@@ -15,10 +15,12 @@ setup:
 	@scripts/setup
 	@scripts/isa-level $(ISA)
 
-# The workspace, then every driver of drivers/drivers.toml by its own build command.
+# The workspace, then every driver of drivers/drivers.toml by its own build command, and DPDK's
+# C l2fwd (the reference for crates/dpdk's l2fwd).
 build:
 	$(CARGO) build --workspace --release
 	target/release/safenic-drivers build
+	scripts/build-dpdk-l2fwd $(ISA)
 
 demo: setup build
 	scripts/demo
@@ -30,6 +32,7 @@ test: setup
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build --workspace
 	target/debug/safenic-drivers build
+	scripts/build-dpdk-l2fwd $(ISA)
 	$(CARGO) test --workspace -- --test-threads=1
 	$(MAKE) sanitize
 	$(MAKE) audit

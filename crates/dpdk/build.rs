@@ -47,7 +47,7 @@ fn main() {
         .allowlist_function("rte_eth_dev_adjust_nb_rx_tx_desc|rte_eth_dev_socket_id")
         .allowlist_function("rte_eth_dev_start|rte_eth_dev_stop|rte_eth_dev_close")
         .allowlist_function("rte_eth_promiscuous_enable|rte_eth_promiscuous_disable|rte_eth_macaddr_get")
-        .allowlist_function("rte_eth_stats_get|rte_eth_stats_reset|rte_eth_link_get_nowait")
+        .allowlist_function("rte_eth_stats_get|rte_eth_stats_reset|rte_eth_link_get_nowait|rte_eth_dev_set_ptypes")
         .allowlist_type("rte_mbuf|rte_eth_conf|rte_eth_stats|rte_ether_addr|rte_eth_link|rte_eth_dev_info")
         .allowlist_var("RTE_MAX_ETHPORTS|RTE_MAX_LCORE|RTE_MBUF_DEFAULT_BUF_SIZE|RTE_PKTMBUF_HEADROOM")
         .derive_default(true)

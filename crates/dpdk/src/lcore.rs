@@ -35,6 +35,12 @@ impl Eal {
         }
     }
 
+    /// The main lcore's id: the thread that initialised EAL.
+    pub fn main_lcore(&self) -> u32 {
+        // SAFETY: reads EAL's configuration (EAL is up: `self`).
+        unsafe { sys::rte_get_main_lcore() }
+    }
+
     /// Calls `f` with a [`Scope`] on which closures are launched on worker lcores, waits for all
     /// of them, and returns what `f` returned. If `f` or a closure panicked, panics after waiting.
     pub fn scope<'env, F, T>(&'env self, f: F) -> T

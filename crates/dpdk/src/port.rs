@@ -22,6 +22,7 @@ pub struct PortConfig {
     rx_descriptors: u16,
     tx_descriptors: u16,
     promiscuous: bool,
+    packet_types: bool,
     link_wait: Option<Duration>,
 }
 
@@ -36,6 +37,7 @@ impl PortConfig {
             rx_descriptors: 1024,
             tx_descriptors: 1024,
             promiscuous: false,
+            packet_types: true,
             link_wait: None,
         }
     }
@@ -50,6 +52,12 @@ impl PortConfig {
     }
     pub fn promiscuous(mut self, on: bool) -> Self {
         self.promiscuous = on;
+        self
+    }
+    /// Whether the driver classifies received frames (`rte_eth_dev_set_ptypes`): l2fwd turns
+    /// it off, since it reads only the Ethernet header. A driver that cannot is left as it is.
+    pub fn packet_types(mut self, on: bool) -> Self {
+        self.packet_types = on;
         self
     }
     /// After starting, wait up to `timeout` for the link to come up (an error if it does not).
@@ -107,6 +115,10 @@ impl PortConfig {
             check("rte_eth_tx_queue_setup", unsafe {
                 sys::rte_eth_tx_queue_setup(id, q, tx_desc, socket, std::ptr::null())
             })?;
+        }
+        if !self.packet_types {
+            // SAFETY: a configured port we claimed; no array of types is asked for (NULL, 0).
+            unsafe { sys::rte_eth_dev_set_ptypes(id, 0, std::ptr::null_mut(), 0) };
         }
         // SAFETY: every queue is set up.
         check("rte_eth_dev_start", unsafe { sys::rte_eth_dev_start(id) })?;

@@ -11,13 +11,15 @@ pub struct Options {
     pub stats_period: u64,
     /// Rewrite the MAC addresses (`--mac-updating`, the default, or `--no-mac-updating`).
     pub mac_updating: bool,
+    /// Receive every frame, whatever its destination (`-P`).
+    pub promiscuous: bool,
 }
 
-const USAGE: &str = "-p PORTMASK [-q NQ] [-T PERIOD] [--[no-]mac-updating]";
+const USAGE: &str = "-p PORTMASK [-P] [-q NQ] [-T PERIOD] [--[no-]mac-updating]";
 
 /// Parses the arguments after EAL's (the program's name first), or says what is wrong.
 pub fn parse(args: &[String]) -> Result<Options, String> {
-    let mut o = Options { portmask: 0, queues_per_lcore: 1, stats_period: 10, mac_updating: true };
+    let mut o = Options { portmask: 0, queues_per_lcore: 1, stats_period: 10, mac_updating: true, promiscuous: false };
     let mut it = args.iter().skip(1);
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().cloned().ok_or(format!("{name} needs a value: {USAGE}"));
@@ -46,6 +48,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                     .filter(|&t| t <= 86400)
                     .ok_or(format!("invalid timer period `{v}`: give 0 to 86400 seconds"))?;
             }
+            "-P" => o.promiscuous = true,
             "--mac-updating" => o.mac_updating = true,
             "--no-mac-updating" => o.mac_updating = false,
             other => return Err(format!("unknown option `{other}`: {USAGE}")),

@@ -10,7 +10,7 @@ mod forward;
 mod stats;
 
 use dpdk::{cycles, cycles_per_second, Eal, Mempool, PortConfig};
-use forward::{PortCounters, Route};
+use forward::{PortCounters, Route, BURST};
 use std::process::ExitCode;
 
 /// l2fwd's ring sizes and pool: 1024 descriptors each way, at least 8192 mbufs.
@@ -34,6 +34,7 @@ fn run() -> Result<(), String> {
     let (eal, rest) = Eal::init(std::env::args()).map_err(|e| e.to_string())?;
     let options = args::parse(&rest)?;
     dpdk::stop_on_signals().map_err(|e| e.to_string())?;
+    println!("MAC updating {}", if options.mac_updating { "enabled" } else { "disabled" });
     let probed = eal.ports();
     let enabled: Vec<u16> = probed.iter().copied().filter(|&p| p < 32 && options.portmask & (1 << p) != 0).collect();
     if let Some(p) = (0..32u16).find(|&p| options.portmask & (1 << p) != 0 && !probed.contains(&p)) {
@@ -43,14 +44,21 @@ fn run() -> Result<(), String> {
         println!("Notice: odd number of ports in portmask.");
     }
     let pairs = args::pairs(&enabled);
-    let mbufs = MBUFS_MIN.max((enabled.len() as u32) * (2 * DESCRIPTORS as u32 + MBUF_CACHE + 64));
+    // l2fwd's pool: for every port, both rings, a burst, and a cache per forwarding lcore.
+    let lcores = enabled.len().div_ceil(options.queues_per_lcore) as u32;
+    let per_port = 2 * DESCRIPTORS as u32 + BURST as u32 + lcores * MBUF_CACHE;
+    let mbufs = MBUFS_MIN.max(probed.len() as u32 * per_port);
     let pool =
         Mempool::new(&eal, "mbuf_pool", mbufs, MBUF_CACHE, Mempool::DEFAULT_DATA_ROOM).map_err(|e| e.to_string())?;
     let mut ports = Vec::new();
     for &p in &enabled {
-        let config = PortConfig::new(p).descriptors(DESCRIPTORS, DESCRIPTORS).promiscuous(true);
+        let config = PortConfig::new(p)
+            .descriptors(DESCRIPTORS, DESCRIPTORS)
+            .promiscuous(options.promiscuous)
+            .packet_types(false);
         ports.push(config.start(&pool).map_err(|e| format!("port {p}: {e}"))?);
     }
+    check_links(&ports);
     for port in &ports {
         let m = port.mac();
         let mac: Vec<String> = m.iter().map(|b| format!("{b:02X}")).collect();
@@ -98,6 +106,12 @@ fn forward_until_stopped(
         match lcores.last_mut() {
             Some(group) if group.len() < options.queues_per_lcore => group.push(route),
             _ => lcores.push(vec![route]),
+        }
+    }
+    let lcore_ids: Vec<u32> = std::iter::once(eal.main_lcore()).chain(eal.workers().iter().map(|l| l.id())).collect();
+    for (group, lcore) in lcores.iter().zip(&lcore_ids) {
+        for route in group {
+            println!("Lcore {lcore}: RX port {} TX port {}", route.rx.port(), route.tx.port());
         }
     }
     let workers = eal.workers();
@@ -151,4 +165,19 @@ fn forward_loop(mut routes: Vec<Route<'_>>, drain: u64, period: u64, screen: &[(
 /// 02:00:00:00:00:xx, xx the destination port, as l2fwd writes it.
 fn destination_mac(port: u16) -> [u8; 6] {
     [0x02, 0, 0, 0, 0, port as u8]
+}
+
+/// Waits up to 9 s for every port's link, printing each one's state, as l2fwd does; a link
+/// that stays down is reported, not an error.
+fn check_links(ports: &[dpdk::Port<'_>]) {
+    print!("\nChecking link status");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(9);
+    while !ports.iter().all(|p| p.link_up()) && std::time::Instant::now() < deadline && !dpdk::stop_requested() {
+        print!(".");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    println!("done");
+    for p in ports {
+        println!("Port {} Link {}", p.id(), if p.link_up() { "up" } else { "down" });
+    }
 }
