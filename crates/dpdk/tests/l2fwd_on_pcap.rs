@@ -88,11 +88,12 @@ fn c_l2fwd() -> PathBuf {
     path
 }
 
-/// Runs `binary` (an l2fwd) on two pcap ports whose inputs hold [`FRAMES`] frames each, and a
-/// runt after the 100th if `runt`; stops it with SIGTERM once every frame came out; checks it
-/// exited 0 after `Bye...` and that every frame came out of the paired port once, in order,
-/// with l2fwd's MAC addresses. Returns its standard output.
-fn forward_pcaps(binary: &Path, name: &str, runt: bool) -> String {
+/// Runs `binary` (an l2fwd, its own options `app`) on two pcap ports whose inputs hold
+/// [`FRAMES`] frames each, and a runt after the 100th if `runt`; stops it with SIGTERM once
+/// every frame came out; checks it exited 0 after `Bye...` and that every frame of port `from`
+/// came out of port `to` (each of `routes`) once, in order, with l2fwd's MAC addresses.
+/// Returns its standard output.
+fn forward_pcaps(binary: &Path, name: &str, runt: bool, app: &[&str], routes: &[(u16, u16)]) -> String {
     let dir = std::env::temp_dir().join(format!("dpdk-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let inputs: Vec<Vec<Vec<u8>>> = (0..2u8)
@@ -112,6 +113,7 @@ fn forward_pcaps(binary: &Path, name: &str, runt: bool) -> String {
         args.extend(["--vdev".into(), format!("net_pcap{p},rx_pcap={},tx_pcap={}", rx.display(), tx.display())]);
     }
     args.extend(["--", "-p", "0x3", "-T", "0"].map(String::from));
+    args.extend(app.iter().map(|a| a.to_string()));
     let child = Command::new(binary).args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
     let mut run = Running(child.unwrap_or_else(|e| panic!("{}: {e}", binary.display())));
 
@@ -132,7 +134,7 @@ fn forward_pcaps(binary: &Path, name: &str, runt: bool) -> String {
     assert!(status.success(), "{name}: {status}\n{stdout}\n{stderr}");
     assert!(stdout.contains("Bye..."), "{name} ended cleanly:\n{stdout}");
 
-    for (from, to) in [(0u16, 1u16), (1, 0)] {
+    for &(from, to) in routes {
         let out = read_pcap(&dir.join(format!("out{to}.pcap")));
         let expected: Vec<Vec<u8>> = (0..FRAMES)
             .map(|n| {
@@ -151,7 +153,7 @@ fn forward_pcaps(binary: &Path, name: &str, runt: bool) -> String {
 
 #[test]
 fn l2fwd_forwards_every_frame_once_to_the_paired_port_with_its_macs() {
-    let stdout = forward_pcaps(&l2fwd(), "l2fwd", true);
+    let stdout = forward_pcaps(&l2fwd(), "l2fwd", true, &[], &PAIRED);
     // The runts are counted and dropped; every mbuf came back before `Bye...`.
     for line in [
         "Total packets sent:               6000",
@@ -167,7 +169,18 @@ fn l2fwd_forwards_every_frame_once_to_the_paired_port_with_its_macs() {
 /// have none.)
 #[test]
 fn dpdk_c_l2fwd_forwards_the_same_frames_the_same_way() {
-    forward_pcaps(&c_l2fwd(), "c-l2fwd", false);
+    forward_pcaps(&c_l2fwd(), "c-l2fwd", false, &[], &PAIRED);
+}
+
+/// By default the two ports forward to each other.
+const PAIRED: [(u16, u16); 2] = [(0, 1), (1, 0)];
+
+/// `--portmap` pairs ports as it says; here each port with itself. Both l2fwds agree.
+#[test]
+fn a_portmap_pairs_each_port_with_itself_in_both_l2fwds() {
+    for (binary, name) in [(l2fwd(), "l2fwd-portmap"), (c_l2fwd(), "c-l2fwd-portmap")] {
+        forward_pcaps(&binary, name, false, &["--portmap", "(0,0)(1,1)"], &[(0, 0), (1, 1)]);
+    }
 }
 
 /// Bad arguments end with one line naming the fix, and a failure: l2fwd's own on stderr alone,
@@ -176,13 +189,19 @@ fn dpdk_c_l2fwd_forwards_the_same_frames_the_same_way() {
 fn bad_arguments_end_with_one_line_and_a_failure() {
     let eal =
         ["-l", "0", "--no-pci", "--no-huge", "-m", "128", "--no-shconf", "--vdev", "net_null0", "--vdev", "net_null1"];
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 8] = [
+        (&["--", "-p", "0x1", "--portmap", "(0,1)"], "l2fwd: --portmap: port 1 is not enabled in the portmask: add it to -p"),
+        (
+            &["--", "-p", "0x3", "--portmap", "(0,1)(1,1)"],
+            "l2fwd: --portmap: a port of (1,1) is in another pair too: give each port one pair",
+        ),
+        (&["--", "-p", "0x3", "--portmap=(0;1)"], "l2fwd: invalid --portmap `(0;1)`: give pairs of ports, e.g. (0,1)(2,3)"),
         (&["--", "-p", "0x4"], "l2fwd: portmask names port 2, which DPDK did not probe: it has ports [0, 1]"),
         (&["--", "-p", "zz"], "l2fwd: invalid portmask `zz`: give a hexadecimal mask of ports, e.g. -p 0x3"),
         (&["--", "-p", "0x3", "-q", "0"], "l2fwd: invalid queue number `0`: give 1 to 16 ports per lcore"),
         (
             &["--", "-p", "0x3", "--fast"],
-            "l2fwd: unknown option `--fast`: -p PORTMASK [-P] [-q NQ] [-T PERIOD] [--[no-]mac-updating]",
+            "l2fwd: unknown option `--fast`: -p PORTMASK [-P] [-q NQ] [-T PERIOD] [--[no-]mac-updating] [--portmap (A,B)(C,D)]",
         ),
         (
             &["--", "-p", "0x3"],

@@ -13,13 +13,22 @@ pub struct Options {
     pub mac_updating: bool,
     /// Receive every frame, whatever its destination (`-P`).
     pub promiscuous: bool,
+    /// Which port forwards to which (`--portmap "(0,1)(2,3)"`); by default ports pair in order.
+    pub portmap: Option<Vec<(u16, u16)>>,
 }
 
-const USAGE: &str = "-p PORTMASK [-P] [-q NQ] [-T PERIOD] [--[no-]mac-updating]";
+const USAGE: &str = "-p PORTMASK [-P] [-q NQ] [-T PERIOD] [--[no-]mac-updating] [--portmap (A,B)(C,D)]";
 
 /// Parses the arguments after EAL's (the program's name first), or says what is wrong.
 pub fn parse(args: &[String]) -> Result<Options, String> {
-    let mut o = Options { portmask: 0, queues_per_lcore: 1, stats_period: 10, mac_updating: true, promiscuous: false };
+    let mut o = Options {
+        portmask: 0,
+        queues_per_lcore: 1,
+        stats_period: 10,
+        mac_updating: true,
+        promiscuous: false,
+        portmap: None,
+    };
     let mut it = args.iter().skip(1);
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().cloned().ok_or(format!("{name} needs a value: {USAGE}"));
@@ -49,6 +58,8 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                     .ok_or(format!("invalid timer period `{v}`: give 0 to 86400 seconds"))?;
             }
             "-P" => o.promiscuous = true,
+            "--portmap" => o.portmap = Some(parse_portmap(&value("--portmap")?)?),
+            other if other.starts_with("--portmap=") => o.portmap = Some(parse_portmap(&other["--portmap=".len()..])?),
             "--mac-updating" => o.mac_updating = true,
             "--no-mac-updating" => o.mac_updating = false,
             other => return Err(format!("unknown option `{other}`: {USAGE}")),
@@ -72,4 +83,58 @@ pub fn pairs(enabled: &[u16]) -> Vec<(u16, u16)> {
         }
     }
     pairs
+}
+
+/// `(A,B)(C,D)…`: each pair forwards both ways; ports in decimal or `0x` hexadecimal.
+fn parse_portmap(text: &str) -> Result<Vec<(u16, u16)>, String> {
+    let bad = || format!("invalid --portmap `{text}`: give pairs of ports, e.g. (0,1)(2,3)");
+    let port = |s: &str| {
+        let s = s.trim();
+        let n = match s.strip_prefix("0x") {
+            Some(hex) => u16::from_str_radix(hex, 16).ok(),
+            None => s.parse().ok(),
+        };
+        n.filter(|&p| p < 32)
+    };
+    let mut pairs = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        let inner = rest.strip_prefix('(').and_then(|r| r.split_once(')')).ok_or_else(bad)?;
+        let (a, b) = inner.0.split_once(',').ok_or_else(bad)?;
+        pairs.push((port(a).ok_or_else(bad)?, port(b).ok_or_else(bad)?));
+        rest = inner.1.trim_start();
+    }
+    if pairs.is_empty() {
+        return Err(bad());
+    }
+    Ok(pairs)
+}
+
+/// The routes of `--portmap` (each pair both ways), checked as l2fwd checks them: every port
+/// enabled in the portmask and probed, none in two pairs. Ports of the mask in no pair are not
+/// used.
+pub fn mapped(pairs: &[(u16, u16)], portmask: u32, probed: &[u16]) -> Result<Vec<(u16, u16)>, String> {
+    let mut used = 0u32;
+    let mut routes = Vec::new();
+    for &(a, b) in pairs {
+        for p in [a, b] {
+            if portmask & (1 << p) == 0 {
+                return Err(format!("--portmap: port {p} is not enabled in the portmask: add it to -p"));
+            }
+            if !probed.contains(&p) {
+                return Err(format!("--portmap: port {p} does not exist: DPDK probed {probed:?}"));
+            }
+        }
+        let mask = (1u32 << a) | (1 << b);
+        if used & mask != 0 {
+            return Err(format!("--portmap: a port of ({a},{b}) is in another pair too: give each port one pair"));
+        }
+        used |= mask;
+        routes.push((a, b));
+        if a != b {
+            routes.push((b, a));
+        }
+    }
+    routes.sort_unstable();
+    Ok(routes)
 }

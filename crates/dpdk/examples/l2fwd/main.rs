@@ -36,14 +36,20 @@ fn run() -> Result<(), String> {
     dpdk::stop_on_signals().map_err(|e| e.to_string())?;
     println!("MAC updating {}", if options.mac_updating { "enabled" } else { "disabled" });
     let probed = eal.ports();
-    let enabled: Vec<u16> = probed.iter().copied().filter(|&p| p < 32 && options.portmask & (1 << p) != 0).collect();
     if let Some(p) = (0..32u16).find(|&p| options.portmask & (1 << p) != 0 && !probed.contains(&p)) {
         return Err(format!("portmask names port {p}, which DPDK did not probe: it has ports {probed:?}"));
     }
-    if enabled.len() % 2 == 1 {
-        println!("Notice: odd number of ports in portmask.");
-    }
-    let pairs = args::pairs(&enabled);
+    let pairs = match &options.portmap {
+        Some(map) => args::mapped(map, options.portmask, &probed)?,
+        None => {
+            let enabled: Vec<u16> = probed.iter().copied().filter(|&p| options.portmask & (1 << p) != 0).collect();
+            if enabled.len() % 2 == 1 {
+                println!("Notice: odd number of ports in portmask.");
+            }
+            args::pairs(&enabled)
+        }
+    };
+    let enabled: Vec<u16> = pairs.iter().map(|&(src, _)| src).collect();
     // l2fwd's pool: for every port, both rings, a burst, and a cache per forwarding lcore.
     let lcores = enabled.len().div_ceil(options.queues_per_lcore) as u32;
     let per_port = 2 * DESCRIPTORS as u32 + BURST as u32 + lcores * MBUF_CACHE;
