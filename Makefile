@@ -7,7 +7,7 @@ CARGO ?= cargo
 ISA ?= $(shell scripts/isa-level)
 export RUSTFLAGS := -C target-cpu=$(ISA)
 
-.PHONY: all setup build demo test test-chaos soak chaos-report bench bench-smoke audit sanitize fuzz stress fmt clean
+.PHONY: all setup build demo test test-chaos soak chaos-report bench bench-smoke bench-dpdk audit sanitize fuzz stress fmt clean
 
 all: build
 
@@ -90,6 +90,14 @@ audit: setup build
 PROFILE ?= standard
 bench: setup build
 	target/release/safenic bench --profile $(PROFILE) --out docs/bench --figures docs/figures --splice docs/results.md
+
+# The Rust l2fwd (crates/dpdk) beside DPDK's C l2fwd: instructions per forwarded packet under
+# callgrind, on net_null, in one run (docs/dpdk.md).
+DPDK_SECONDS ?= 20
+bench-dpdk: setup build
+	$(CARGO) build --release -p dpdk --examples
+	target/release/examples/l2fwd_bench --rust target/release/examples/l2fwd --c target/dpdk-l2fwd/l2fwd \
+	  --seconds $(DPDK_SECONDS)
 
 # nicsim against random driver input for a long time, from a new seed each run (make test runs
 # 10^5 cases from a fixed one). A failure prints the seed and case count that replay it.
