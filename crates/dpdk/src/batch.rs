@@ -69,6 +69,20 @@ impl<'p, const N: usize> Batch<'p, N> {
         Some(unsafe { self.slots[self.len].assume_init_read() })
     }
 
+    /// Keeps the mbufs for which `keep` returns true, in order, and frees the others.
+    pub fn retain(&mut self, mut keep: impl FnMut(&mut Mbuf<'p>) -> bool) {
+        let len = std::mem::take(&mut self.len);
+        for i in 0..len {
+            // SAFETY: slot i is initialised and owned (i < the old len); it is read once, and
+            // either written back at `self.len` (≤ i, already read) or dropped, which frees it.
+            let mut m = unsafe { self.slots[i].assume_init_read() };
+            if keep(&mut m) {
+                self.slots[self.len].write(m);
+                self.len += 1;
+            }
+        }
+    }
+
     /// Takes every mbuf out, first to last; those the iterator has not yielded when it is
     /// dropped are freed.
     pub fn drain(&mut self) -> Drain<'_, 'p, N> {
@@ -111,9 +125,11 @@ impl<'p, const N: usize> Batch<'p, N> {
     pub(crate) unsafe fn gave_away(&mut self, n: u16) {
         let n = (n as usize).min(self.len);
         let rest = self.len - n;
-        // SAFETY: slots n..len are initialised; copying them to 0.. moves their ownership, and
-        // the caller's promise covers the slots overwritten.
-        unsafe { std::ptr::copy(self.slots.as_ptr().add(n), self.slots.as_mut_ptr(), rest) };
+        if rest > 0 {
+            // SAFETY: slots n..len are initialised; copying them to 0.. moves their ownership,
+            // and the caller's promise covers the slots overwritten.
+            unsafe { std::ptr::copy(self.slots.as_ptr().add(n), self.slots.as_mut_ptr(), rest) };
+        }
         self.len = rest;
     }
 }

@@ -65,6 +65,19 @@ fn a_ring_port_returns_every_frame_once_and_every_mbuf_to_its_pool() {
         let stats = port.stats().unwrap();
         assert_eq!((stats.rx_packets, stats.tx_packets), (2048, 2048));
 
+        // `retain` keeps the chosen mbufs in order and frees the rest.
+        let mut some: Batch<'_, 8> = Batch::new();
+        for n in 0..8u8 {
+            let mut m = pool.alloc().unwrap();
+            m.append(u16::from(n) + 1).unwrap().fill(n);
+            assert!(some.push(m).is_ok());
+        }
+        some.retain(|m| m.len() % 2 == 0);
+        let kept: Vec<usize> = some.iter().map(|m| m.len()).collect();
+        assert_eq!(kept, [2, 4, 6, 8]);
+        assert_eq!(pool.in_use(), 4, "the others went back to the pool");
+        drop(some);
+
         // Checked head and tail room.
         let mut m = pool.alloc().unwrap();
         assert_eq!(m.adj(1), Err(Error::NoRoom { operation: "adj", bytes: 1 }));

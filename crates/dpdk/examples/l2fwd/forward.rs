@@ -39,36 +39,37 @@ impl<'q> Route<'q> {
         Route { rx, tx, macs, rx_counters, tx_counters, pending: Batch::new() }
     }
 
-    /// One receive burst, forwarded into the transmit buffer (sent whenever it fills).
+    /// One receive burst, straight into the transmit buffer's free slots, its frames
+    /// readdressed there; the buffer is sent when it fills. No frame is moved.
     #[inline(always)]
     pub fn poll(&mut self) {
-        let mut burst: Batch<'q, BURST> = Batch::new();
-        let n = self.rx.rx_burst(&mut burst);
+        let start = self.pending.len();
+        let n = self.rx.rx_burst(&mut self.pending);
         if n == 0 {
             return;
         }
         self.rx_counters.received.fetch_add(u64::from(n), Relaxed);
-        for mut m in burst.drain() {
-            if let Some((dst, src)) = self.macs {
+        if let Some((dst, src)) = self.macs {
+            let (dst, src) = (EthernetAddress(dst), EthernetAddress(src));
+            let mut short = false;
+            for m in &mut self.pending.as_mut_slice()[start..] {
                 match EthernetFrame::new_checked(m.data_mut()) {
                     Ok(mut frame) => {
-                        frame.set_dst_addr(EthernetAddress(dst));
-                        frame.set_src_addr(EthernetAddress(src));
+                        frame.set_dst_addr(dst);
+                        frame.set_src_addr(src);
                     }
-                    Err(_) => {
-                        // Shorter than an Ethernet header: counted and dropped.
-                        self.tx_counters.dropped.fetch_add(1, Relaxed);
-                        continue;
-                    }
+                    Err(_) => short = true,
                 }
             }
-            if let Err(m) = self.pending.push(m) {
-                self.flush();
-                let _ = self.pending.push(m);
+            if short {
+                // Shorter than an Ethernet header: counted and dropped.
+                let before = self.pending.len();
+                self.pending.retain(|m| m.len() >= EthernetFrame::<&[u8]>::header_len());
+                self.tx_counters.dropped.fetch_add((before - self.pending.len()) as u64, Relaxed);
             }
-            if self.pending.is_full() {
-                self.flush();
-            }
+        }
+        if self.pending.is_full() {
+            self.flush();
         }
     }
 
