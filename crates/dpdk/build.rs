@@ -35,7 +35,6 @@ fn main() {
         .header("csrc/shim.h")
         .clang_args(&cflags)
         .allowlist_function("safenic_.*")
-        .allowlist_var("safenic_stop")
         .allowlist_function("rte_eal_init|rte_eal_cleanup|rte_strerror|rte_lcore_count|rte_get_next_lcore")
         .allowlist_function(
             "rte_eal_remote_launch|rte_eal_wait_lcore|rte_get_main_lcore|rte_socket_id|rte_lcore_to_socket_id",

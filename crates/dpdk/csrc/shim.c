@@ -1,8 +1,5 @@
 /* DPDK's fast path is static inline in its headers: these wrappers give each a symbol. They add
  * a call per burst, not per packet, except for the mbuf operations (docs/dpdk.md measures it). */
-#include <errno.h>
-#include <signal.h>
-
 #include "shim.h"
 
 uint16_t safenic_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n)
@@ -53,24 +50,6 @@ int safenic_errno(void)
 unsigned safenic_lcore_id(void)
 {
 	return rte_lcore_id();
-}
-
-volatile int safenic_stop;
-
-static void on_stop_signal(int signal)
-{
-	(void)signal;
-	safenic_stop = 1;
-}
-
-int safenic_stop_on_signals(void)
-{
-	struct sigaction action = { .sa_handler = on_stop_signal };
-
-	sigemptyset(&action.sa_mask);
-	if (sigaction(SIGINT, &action, NULL) != 0 || sigaction(SIGTERM, &action, NULL) != 0)
-		return -errno;
-	return 0;
 }
 
 uint64_t safenic_tsc_hz(void)

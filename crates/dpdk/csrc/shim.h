@@ -20,7 +20,4 @@ int safenic_pktmbuf_trim(struct rte_mbuf *m, uint16_t len);
 int safenic_errno(void);
 unsigned safenic_lcore_id(void);
 
-/* Set by SIGINT or SIGTERM once safenic_stop_on_signals() installed the handlers. */
-extern volatile int safenic_stop;
-int safenic_stop_on_signals(void);
 uint64_t safenic_tsc_hz(void);

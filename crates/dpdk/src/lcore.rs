@@ -9,6 +9,7 @@ use std::cell::RefCell;
 use std::ffi::{c_int, c_void};
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A worker lcore of the running EAL (not the main one), from [`Eal::workers`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,22 +118,38 @@ unsafe extern "C" fn run_job(arg: *mut c_void) -> c_int {
     }
 }
 
-/// Makes SIGINT and SIGTERM set the flag [`stop_requested`] reads, as DPDK's examples do.
-pub fn stop_on_signals() -> Result<(), Error> {
-    // SAFETY: installs handlers that only store to a volatile int (async-signal-safe).
-    check("sigaction", unsafe { sys::safenic_stop_on_signals() }).map(drop)
+/// Set by SIGINT or SIGTERM (once [`stop_on_signals`] ran) or by [`request_stop`].
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: c_int) {
+    STOP.store(true, Ordering::Relaxed);
 }
 
-/// Whether SIGINT or SIGTERM arrived since [`stop_on_signals`].
+/// Makes SIGINT and SIGTERM set the flag [`stop_requested`] reads, as DPDK's examples do.
+pub fn stop_on_signals() -> Result<(), Error> {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: sigaction is a plain C struct, valid zeroed (an empty mask, no flags).
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = on_stop_signal as extern "C" fn(c_int) as usize;
+        // SAFETY: `action` is initialised; the handler only stores to an atomic, which is
+        // async-signal-safe; NULL for the old action is allowed.
+        if unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) } != 0 {
+            return Err(Error::Call {
+                call: "sigaction",
+                errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether SIGINT or SIGTERM arrived since [`stop_on_signals`], or [`request_stop`] was called.
 #[inline(always)]
 pub fn stop_requested() -> bool {
-    // SAFETY: a volatile read of an int that only the signal handler writes.
-    unsafe { std::ptr::read_volatile(&raw const sys::safenic_stop) != 0 }
+    STOP.load(Ordering::Relaxed)
 }
 
 /// Sets the flag [`stop_requested`] reads, as a signal would (a loop's own way to stop the rest).
 pub fn request_stop() {
-    // SAFETY: a volatile write of an int that signal handlers and `stop_requested` share; an
-    // int store is atomic on x86-64.
-    unsafe { std::ptr::write_volatile(&raw mut sys::safenic_stop, 1) }
+    STOP.store(true, Ordering::Relaxed);
 }
