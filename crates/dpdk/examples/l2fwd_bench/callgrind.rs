@@ -9,6 +9,8 @@ pub struct Profile {
     pub ir_by_object: BTreeMap<String, u64>,
     /// `(caller, callee)` → calls, by function name (callgrind's, as `--dump` writes them).
     pub calls: BTreeMap<(String, String), u64>,
+    /// Estimated cycles of everything collected.
+    pub cycles: u64,
 }
 
 impl Profile {
@@ -18,8 +20,9 @@ impl Profile {
 }
 
 /// Parses callgrind's format (compressed names: `(id) name` the first time, `(id)` after;
-/// a cost line after `calls=` is the call's inclusive cost, not the caller's own).
-pub fn parse(text: &str) -> Profile {
+/// a cost line after `calls=` is the call's inclusive cost, not the caller's own; Ir is the
+/// first event). `cycles`: the estimate of the whole file, kept with it.
+pub fn parse(text: &str, cycles: u64) -> Profile {
     let mut names: BTreeMap<(&str, String), String> = BTreeMap::new();
     let mut resolve = |kind: &'static str, value: &str| -> String {
         let value = value.trim();
@@ -32,7 +35,7 @@ pub fn parse(text: &str) -> Profile {
             None => value.to_string(),
         }
     };
-    let mut p = Profile::default();
+    let mut p = Profile { cycles, ..Profile::default() };
     let (mut object, mut function, mut callee) = (String::new(), String::new(), String::new());
     let mut after_calls = false;
     for line in text.lines() {

@@ -1,5 +1,5 @@
-//! The Rust l2fwd beside DPDK's C l2fwd, in one run: instructions per forwarded packet under
-//! callgrind, on DPDK's `net_null` devices (a pure CPU measure: the device makes and takes
+//! The Rust l2fwd beside DPDK's C l2fwd, in one run: instructions and estimated cycles (the
+//! bench's formula, `bench::callgrind`) per forwarded packet under callgrind, on DPDK's `net_null` devices (a pure CPU measure: the device makes and takes
 //! frames, no wire, no nicsim), counted inside each l2fwd's forwarding loop only.
 //!
 //! `l2fwd_bench --rust PATH --c PATH [--seconds N]` (`make bench-dpdk` runs it)
@@ -23,6 +23,8 @@ const APP: [&str; 7] = ["--", "-p", "0x3", "-q", "2", "-T", "0"];
 
 struct Measured {
     packets: u64,
+    /// Estimated cycles of the whole loop ([`bench::callgrind::ESTIMATE_FORMULA`]).
+    cycles: u64,
     /// Every instruction of the forwarding loop, DPDK's driver and libraries included.
     all: u64,
     /// The l2fwd binary's own instructions in the loop.
@@ -67,14 +69,23 @@ fn run() -> Result<(), String> {
     let c_m = measure(&c_profile, &rx, &c)?;
 
     println!("l2fwd on net_null, one lcore, both ports, callgrind ({seconds} s each):");
-    println!("{:<8} {:>12} {:>18} {:>18}", "", "packets", "Ir/packet (all)", "Ir/packet (own)");
+    println!(
+        "{:<6} {:>12} {:>16} {:>16} {:>22}",
+        "", "packets", "Ir/packet, all", "Ir/packet, own", "est. cycles/packet"
+    );
     for (name, m) in [("Rust", &rust_m), ("C", &c_m)] {
         let per = |ir: u64| ir as f64 / m.packets as f64;
-        println!("{name:<8} {:>12} {:>18.2} {:>18.2}", m.packets, per(m.all), per(m.own));
+        println!("{name:<6} {:>12} {:>16.2} {:>16.2} {:>22.2}", m.packets, per(m.all), per(m.own), per(m.cycles));
     }
     let ratio =
         |f: fn(&Measured) -> u64| (f(&rust_m) as f64 / rust_m.packets as f64) / (f(&c_m) as f64 / c_m.packets as f64);
-    println!("Rust / C: {:.3} (all), {:.3} (own)", ratio(|m| m.all), ratio(|m| m.own));
+    println!(
+        "Rust / C: {:.3} (all), {:.3} (own), {:.3} (estimated cycles: {})",
+        ratio(|m| m.all),
+        ratio(|m| m.own),
+        ratio(|m| m.cycles),
+        bench::callgrind::ESTIMATE_FORMULA
+    );
     Ok(())
 }
 
@@ -83,7 +94,8 @@ fn run() -> Result<(), String> {
 fn profile(binary: &std::path::Path, loop_fn: &str, seconds: u64) -> Result<(callgrind::Profile, String), String> {
     let out_file = std::env::temp_dir().join(format!("l2fwd-bench-{}.callgrind", std::process::id()));
     let child = Command::new("valgrind")
-        .args(["--tool=callgrind", &format!("--callgrind-out-file={}", out_file.display())])
+        .args(["--tool=callgrind", "--cache-sim=yes", "--branch-sim=yes"])
+        .arg(format!("--callgrind-out-file={}", out_file.display()))
         .arg(format!("--toggle-collect={loop_fn}"))
         .arg(binary)
         .args(EAL)
@@ -106,7 +118,8 @@ fn profile(binary: &std::path::Path, loop_fn: &str, seconds: u64) -> Result<(cal
     }
     let text = std::fs::read_to_string(&out_file).map_err(|e| format!("{}: {e}", out_file.display()))?;
     let _ = std::fs::remove_file(&out_file);
-    Ok((callgrind::parse(&text), stdout))
+    let events = bench::callgrind::Events::parse(&text).ok_or("a callgrind file without totals")?;
+    Ok((callgrind::parse(&text, events.estimated_cycles()), stdout))
 }
 
 fn measure(p: &callgrind::Profile, rx: &str, binary: &std::path::Path) -> Result<Measured, String> {
@@ -116,7 +129,7 @@ fn measure(p: &callgrind::Profile, rx: &str, binary: &std::path::Path) -> Result
     if rx_calls == 0 {
         return Err(format!("{}: no receive burst in the collected part", binary.display()));
     }
-    Ok(Measured { packets: BURST * rx_calls, all: p.total(), own })
+    Ok(Measured { packets: BURST * rx_calls, cycles: p.cycles, all: p.total(), own })
 }
 
 /// `label   N` from l2fwd's statistics screen.
