@@ -153,14 +153,18 @@ fn forward_pcaps(binary: &Path, name: &str, runt: bool, app: &[&str], routes: &[
 
 #[test]
 fn l2fwd_forwards_every_frame_once_to_the_paired_port_with_its_macs() {
-    let stdout = forward_pcaps(&l2fwd(), "l2fwd", true, &[], &PAIRED);
-    // The runts are counted and dropped; every mbuf came back before `Bye...`.
-    for line in [
-        "Total packets sent:               6000",
-        "Total packets received:           6002",
-        "Total packets dropped:               2",
-    ] {
-        assert!(stdout.contains(line), "{line}:\n{stdout}");
+    // With either crate for the Ethernet header (the bench compares them).
+    for headers in ["smoltcp", "etherparse"] {
+        let name = format!("l2fwd-{headers}");
+        let stdout = forward_pcaps(&l2fwd(), &name, true, &["--headers", headers], &PAIRED);
+        // The runts are counted and dropped; every mbuf came back before `Bye...`.
+        for line in [
+            "Total packets sent:               6000",
+            "Total packets received:           6002",
+            "Total packets dropped:               2",
+        ] {
+            assert!(stdout.contains(line), "{name}: {line}:\n{stdout}");
+        }
     }
 }
 
@@ -189,7 +193,8 @@ fn a_portmap_pairs_each_port_with_itself_in_both_l2fwds() {
 fn bad_arguments_end_with_one_line_and_a_failure() {
     let eal =
         ["-l", "0", "--no-pci", "--no-huge", "-m", "128", "--no-shconf", "--vdev", "net_null0", "--vdev", "net_null1"];
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
+        (&["--", "-p", "0x3", "--headers", "pnet"], "l2fwd: unknown --headers `pnet`: give smoltcp or etherparse"),
         (&["--", "-p", "0x1", "--portmap", "(0,1)"], "l2fwd: --portmap: port 1 is not enabled in the portmask: add it to -p"),
         (
             &["--", "-p", "0x3", "--portmap", "(0,1)(1,1)"],
@@ -201,7 +206,7 @@ fn bad_arguments_end_with_one_line_and_a_failure() {
         (&["--", "-p", "0x3", "-q", "0"], "l2fwd: invalid queue number `0`: give 1 to 16 ports per lcore"),
         (
             &["--", "-p", "0x3", "--fast"],
-            "l2fwd: unknown option `--fast`: -p PORTMASK [-P] [-q NQ] [-T PERIOD] [--[no-]mac-updating] [--portmap (A,B)(C,D)]",
+            "l2fwd: unknown option `--fast`: -p PORTMASK [-P] [-q NQ] [-T PERIOD] [--[no-]mac-updating] [--portmap (A,B)(C,D)] [--headers smoltcp|etherparse]",
         ),
         (
             &["--", "-p", "0x3"],

@@ -15,9 +15,22 @@ pub struct Options {
     pub promiscuous: bool,
     /// Which port forwards to which (`--portmap "(0,1)(2,3)"`); by default ports pair in order.
     pub portmap: Option<Vec<(u16, u16)>>,
+    /// The crate that rewrites the Ethernet header (`--headers smoltcp|etherparse`, not an
+    /// option of DPDK's l2fwd: the bench compares the two).
+    pub headers: Headers,
 }
 
-const USAGE: &str = "-p PORTMASK [-P] [-q NQ] [-T PERIOD] [--[no-]mac-updating] [--portmap (A,B)(C,D)]";
+/// A maintained crate that reads and writes the Ethernet header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Headers {
+    /// `smoltcp::wire::EthernetFrame`: setters on the frame's bytes, in place.
+    Smoltcp,
+    /// `etherparse::Ethernet2Header`: parsed into a struct, changed, written back.
+    Etherparse,
+}
+
+const USAGE: &str =
+    "-p PORTMASK [-P] [-q NQ] [-T PERIOD] [--[no-]mac-updating] [--portmap (A,B)(C,D)] [--headers smoltcp|etherparse]";
 
 /// Parses the arguments after EAL's (the program's name first), or says what is wrong.
 pub fn parse(args: &[String]) -> Result<Options, String> {
@@ -28,6 +41,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         mac_updating: true,
         promiscuous: false,
         portmap: None,
+        headers: Headers::Smoltcp,
     };
     let mut it = args.iter().skip(1);
     while let Some(arg) = it.next() {
@@ -58,6 +72,14 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                     .ok_or(format!("invalid timer period `{v}`: give 0 to 86400 seconds"))?;
             }
             "-P" => o.promiscuous = true,
+            "--headers" => {
+                let v = value("--headers")?;
+                o.headers = match v.as_str() {
+                    "smoltcp" => Headers::Smoltcp,
+                    "etherparse" => Headers::Etherparse,
+                    _ => return Err(format!("unknown --headers `{v}`: give smoltcp or etherparse")),
+                };
+            }
             "--portmap" => o.portmap = Some(parse_portmap(&value("--portmap")?)?),
             other if other.starts_with("--portmap=") => o.portmap = Some(parse_portmap(&other["--portmap=".len()..])?),
             "--mac-updating" => o.mac_updating = true,

@@ -1,7 +1,9 @@
 //! The forwarding loop of one lcore: receive a burst on each of its ports, rewrite the MAC
 //! addresses, and send through the paired port's buffer, drained when full or every 100 µs.
 
+use crate::args::Headers;
 use dpdk::{Batch, RxQueue, TxQueue};
+use etherparse::Ethernet2Header;
 use smoltcp::wire::{EthernetAddress, EthernetFrame};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -23,6 +25,7 @@ pub struct Route<'q> {
     pub tx: TxQueue<'q>,
     /// `Some((destination, source))` when MAC updating is on.
     pub macs: Option<([u8; 6], [u8; 6])>,
+    pub headers: Headers,
     pub rx_counters: &'q PortCounters,
     pub tx_counters: &'q PortCounters,
     pending: Batch<'q, BURST>,
@@ -33,10 +36,11 @@ impl<'q> Route<'q> {
         rx: RxQueue<'q>,
         tx: TxQueue<'q>,
         macs: Option<([u8; 6], [u8; 6])>,
-        rx_counters: &'q PortCounters,
-        tx_counters: &'q PortCounters,
+        headers: Headers,
+        counters: (&'q PortCounters, &'q PortCounters),
     ) -> Self {
-        Route { rx, tx, macs, rx_counters, tx_counters, pending: Batch::new() }
+        let (rx_counters, tx_counters) = counters;
+        Route { rx, tx, macs, headers, rx_counters, tx_counters, pending: Batch::new() }
     }
 
     /// One receive burst, straight into the transmit buffer's free slots, its frames
@@ -50,17 +54,11 @@ impl<'q> Route<'q> {
         }
         self.rx_counters.received.fetch_add(u64::from(n), Relaxed);
         if let Some((dst, src)) = self.macs {
-            let (dst, src) = (EthernetAddress(dst), EthernetAddress(src));
-            let mut short = false;
-            for m in &mut self.pending.as_mut_slice()[start..] {
-                match EthernetFrame::new_checked(m.data_mut()) {
-                    Ok(mut frame) => {
-                        frame.set_dst_addr(dst);
-                        frame.set_src_addr(src);
-                    }
-                    Err(_) => short = true,
-                }
-            }
+            let received = &mut self.pending.as_mut_slice()[start..];
+            let short = match self.headers {
+                Headers::Smoltcp => readdress_smoltcp(received, dst, src),
+                Headers::Etherparse => readdress_etherparse(received, dst, src),
+            };
             if short {
                 // Shorter than an Ethernet header: counted and dropped.
                 let before = self.pending.len();
@@ -84,4 +82,39 @@ impl<'q> Route<'q> {
         self.tx_counters.dropped.fetch_add(self.pending.len() as u64, Relaxed);
         self.pending.clear();
     }
+}
+
+/// Writes the addresses into each frame with smoltcp; whether a frame was too short for them.
+#[inline(always)]
+fn readdress_smoltcp(frames: &mut [dpdk::Mbuf<'_>], dst: [u8; 6], src: [u8; 6]) -> bool {
+    let (dst, src) = (EthernetAddress(dst), EthernetAddress(src));
+    let mut short = false;
+    for m in frames {
+        match EthernetFrame::new_checked(m.data_mut()) {
+            Ok(mut frame) => {
+                frame.set_dst_addr(dst);
+                frame.set_src_addr(src);
+            }
+            Err(_) => short = true,
+        }
+    }
+    short
+}
+
+/// The same with etherparse: the header parsed, changed and written back.
+#[inline(always)]
+fn readdress_etherparse(frames: &mut [dpdk::Mbuf<'_>], dst: [u8; 6], src: [u8; 6]) -> bool {
+    let mut short = false;
+    for m in frames {
+        let data = m.data_mut();
+        match Ethernet2Header::from_slice(data) {
+            Ok((mut header, _)) => {
+                header.destination = dst;
+                header.source = src;
+                short |= header.write_to_slice(data).is_err();
+            }
+            Err(_) => short = true,
+        }
+    }
+    short
 }

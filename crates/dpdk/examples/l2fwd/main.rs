@@ -105,7 +105,7 @@ fn forward_until_stopped(
         let rx = rxs[s].0.take().expect("one receive queue per port");
         let tx = tx_of[d].take().expect("each port is the destination of one port");
         let macs = options.mac_updating.then(|| (destination_mac(dst), ports[d].mac()));
-        routes.push(Route::new(rx, tx, macs, &counters[s], &counters[d]));
+        routes.push(Route::new(rx, tx, macs, options.headers, (&counters[s], &counters[d])));
     }
     let mut lcores: Vec<Vec<Route<'_>>> = Vec::new();
     for route in routes {

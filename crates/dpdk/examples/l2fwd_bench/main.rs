@@ -49,49 +49,62 @@ fn run() -> Result<(), String> {
     let seconds: u64 =
         value("--seconds").map_or(Ok(20), |s| s.parse().map_err(|_| format!("--seconds {s}: a whole number")))?;
 
-    let (rust_profile, rust_out) = profile(&rust, "*forward_loop*", seconds)?;
-    // net_null's receive function: what the Rust l2fwd's shim calls to receive.
-    let rx = rust_profile
-        .calls
-        .keys()
-        .find(|(caller, _)| caller == "safenic_rx_burst")
-        .map(|(_, callee)| callee.clone())
-        .ok_or("no call from safenic_rx_burst in the Rust l2fwd's profile")?;
-    let rust_m = measure(&rust_profile, &rx, &rust)?;
-    let printed = total(&rust_out, "Total packets received:").ok_or("the Rust l2fwd printed no totals")?;
-    if printed != rust_m.packets {
-        return Err(format!(
-            "the packet rule is off: 32 × receive calls = {}, the Rust l2fwd counted {printed}",
-            rust_m.packets
-        ));
+    // The Rust l2fwd with each crate for the Ethernet header, then DPDK's C l2fwd.
+    let mut rows: Vec<(String, Measured)> = Vec::new();
+    let mut rx = String::new();
+    for headers in ["smoltcp", "etherparse"] {
+        let (profile, out) = profile(&rust, "*forward_loop*", &["--headers", headers], seconds)?;
+        // net_null's receive function: what the Rust l2fwd's shim calls to receive.
+        rx = profile
+            .calls
+            .keys()
+            .find(|(caller, _)| caller == "safenic_rx_burst")
+            .map(|(_, callee)| callee.clone())
+            .ok_or("no call from safenic_rx_burst in the Rust l2fwd's profile")?;
+        let m = measure(&profile, &rx, &rust)?;
+        let printed = total(&out, "Total packets received:").ok_or("the Rust l2fwd printed no totals")?;
+        if printed != m.packets {
+            return Err(format!(
+                "the packet rule is off: 32 × receive calls = {}, the Rust l2fwd counted {printed}",
+                m.packets
+            ));
+        }
+        rows.push((format!("Rust, {headers}"), m));
     }
-    let (c_profile, _) = profile(&c, "l2fwd_launch_one_lcore", seconds)?;
-    let c_m = measure(&c_profile, &rx, &c)?;
+    let (c_profile, _) = profile(&c, "l2fwd_launch_one_lcore", &[], seconds)?;
+    rows.push(("C".to_string(), measure(&c_profile, &rx, &c)?));
 
     println!("l2fwd on net_null, one lcore, both ports, callgrind ({seconds} s each):");
     println!(
-        "{:<6} {:>12} {:>16} {:>16} {:>22}",
+        "{:<18} {:>12} {:>16} {:>16} {:>20}",
         "", "packets", "Ir/packet, all", "Ir/packet, own", "est. cycles/packet"
     );
-    for (name, m) in [("Rust", &rust_m), ("C", &c_m)] {
+    for (name, m) in &rows {
         let per = |ir: u64| ir as f64 / m.packets as f64;
-        println!("{name:<6} {:>12} {:>16.2} {:>16.2} {:>22.2}", m.packets, per(m.all), per(m.own), per(m.cycles));
+        println!("{name:<18} {:>12} {:>16.2} {:>16.2} {:>20.2}", m.packets, per(m.all), per(m.own), per(m.cycles));
     }
-    let ratio =
-        |f: fn(&Measured) -> u64| (f(&rust_m) as f64 / rust_m.packets as f64) / (f(&c_m) as f64 / c_m.packets as f64);
-    println!(
-        "Rust / C: {:.3} (all), {:.3} (own), {:.3} (estimated cycles: {})",
-        ratio(|m| m.all),
-        ratio(|m| m.own),
-        ratio(|m| m.cycles),
-        bench::callgrind::ESTIMATE_FORMULA
-    );
+    let c_m = &rows[rows.len() - 1].1;
+    let per = |m: &Measured, f: fn(&Measured) -> u64| f(m) as f64 / m.packets as f64;
+    for (name, m) in &rows[..rows.len() - 1] {
+        println!(
+            "{name} / C: {:.3} (all), {:.3} (own), {:.3} (estimated cycles)",
+            per(m, |m| m.all) / per(c_m, |m| m.all),
+            per(m, |m| m.own) / per(c_m, |m| m.own),
+            per(m, |m| m.cycles) / per(c_m, |m| m.cycles),
+        );
+    }
+    println!("estimated cycles = {}", bench::callgrind::ESTIMATE_FORMULA);
     Ok(())
 }
 
-/// Runs `binary` under callgrind for `seconds`, collecting inside `loop_fn` only, and stops
+/// Runs `binary` (with `extra` options) under callgrind for `seconds`, collecting inside `loop_fn` only, and stops
 /// it with SIGINT as a user would; its profile and standard output.
-fn profile(binary: &std::path::Path, loop_fn: &str, seconds: u64) -> Result<(callgrind::Profile, String), String> {
+fn profile(
+    binary: &std::path::Path,
+    loop_fn: &str,
+    extra: &[&str],
+    seconds: u64,
+) -> Result<(callgrind::Profile, String), String> {
     let out_file = std::env::temp_dir().join(format!("l2fwd-bench-{}.callgrind", std::process::id()));
     let child = Command::new("valgrind")
         .args(["--tool=callgrind", "--cache-sim=yes", "--branch-sim=yes"])
@@ -100,6 +113,7 @@ fn profile(binary: &std::path::Path, loop_fn: &str, seconds: u64) -> Result<(cal
         .arg(binary)
         .args(EAL)
         .args(APP)
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
