@@ -7,11 +7,11 @@
 //! round and neither l2fwd (which drops what a full ring does not take, as DPDK's does) nor
 //! the device can drop one, however the cores are shared. Only DPDK's port start has a
 //! deadline nicsim cannot promise on a shared core (10 µs for a reset, docs/dpdk.md); a start
-//! that misses it is retried, at most [`START_ATTEMPTS`] times.
+//! that misses it is retried, at most `common::serve::START_ATTEMPTS` times.
 
 mod common;
 
-use common::serve::{Nicsim, A, B, BIN};
+use common::serve::{start_dpdk, Nicsim, A, B, BIN};
 use nicsim::wire::TrafficSpec;
 use platform::Reaped;
 use std::path::{Path, PathBuf};
@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 
 const ROUND: u64 = 256;
 const ROUNDS: u64 = 200;
-const START_ATTEMPTS: u32 = 3;
 
 /// The Rust l2fwd, an example of crates/dpdk, which `cargo test` builds beside this test.
 fn rust_l2fwd() -> PathBuf {
@@ -77,17 +76,7 @@ fn start_l2fwd(sim: &Nicsim, binary: &Path, attempt: u32) -> Result<(Reaped, Pat
 /// Runs `binary` on nicsim's two ports and checks every frame arrived once, in order.
 fn forwards_every_frame_once(binary: &Path, name: &str) -> String {
     let sim = Nicsim::start(name, &[]);
-    let mut attempt = 1;
-    let (run, log_path) = loop {
-        match start_l2fwd(&sim, binary, attempt) {
-            Ok(started) => break started,
-            Err(_) if attempt < START_ATTEMPTS => {
-                eprintln!("{name} attempt {attempt}: a port failed DPDK's 10 µs reset poll; starting it again");
-                attempt += 1;
-            }
-            Err(log) => panic!("{name} could not start a port in {START_ATTEMPTS} attempts:\n{log}"),
-        }
-    };
+    let (run, log_path) = start_dpdk(name, |attempt| start_l2fwd(&sim, binary, attempt));
     let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     if let Err(e) = sim.wait_ports_up(Duration::from_secs(30), || Ok(())) {
         panic!("{e}; {name}'s log:\n{}", read_log());

@@ -5,11 +5,11 @@
 //! The verdict does not depend on the host: flow control holds the generators whenever
 //! testpmd falls behind (no frame is missed), and testpmd retries a full transmit ring instead
 //! of dropping. Only DPDK's port start has a deadline nicsim cannot promise on a shared core
-//! (10 µs for a reset); a start that misses it is retried, at most [`START_ATTEMPTS`] times.
+//! (10 µs for a reset); a start that misses it is retried, at most `common::serve::START_ATTEMPTS` times.
 
 mod common;
 
-use common::serve::{Nicsim, A, B, BIN};
+use common::serve::{start_dpdk, Nicsim, A, B, BIN};
 use nicsim::wire::TrafficSpec;
 use platform::Reaped;
 use std::io::Write;
@@ -38,10 +38,6 @@ fn accumulated(log: &str, label: &str) -> Option<u64> {
     let after = &tail[tail.find(label)? + label.len()..];
     after.split_whitespace().next()?.parse().ok()
 }
-
-/// How many times testpmd is started when a port fails DPDK's 10 µs CTRL.RST poll, which
-/// nicsim meets only while its engine has a core (docs/dpdk.md, "A reset has 10 µs").
-const START_ATTEMPTS: u32 = 3;
 
 /// Whether DPDK gave up on a port because CTRL.RST was still set after its 10 µs poll: at
 /// probe (`ixgbe_init_hw` returns IXGBE_ERR_RESET_FAILED, -15) or at port start.
@@ -89,17 +85,7 @@ fn start_testpmd(sim: &Nicsim, attempt: u32) -> Result<(Reaped, std::path::PathB
 #[test]
 fn testpmd_forwards_every_frame_exactly_once() {
     let sim = Nicsim::start("testpmd", &[]);
-    let mut attempt = 1;
-    let (mut run, log_path) = loop {
-        match start_testpmd(&sim, attempt) {
-            Ok(started) => break started,
-            Err(_) if attempt < START_ATTEMPTS => {
-                eprintln!("testpmd attempt {attempt}: a port failed DPDK's 10 µs reset poll; starting testpmd again");
-                attempt += 1;
-            }
-            Err(log) => panic!("testpmd could not start a port in {START_ATTEMPTS} attempts:\n{log}"),
-        }
-    };
+    let (mut run, log_path) = start_dpdk("testpmd", |attempt| start_testpmd(&sim, attempt));
     let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     if let Err(e) = sim.wait_ports_up(Duration::from_secs(30), || Ok(())) {
         panic!("{e}; testpmd's log:\n{}", read_log());

@@ -75,3 +75,24 @@ impl Drop for Nicsim {
         // Not stopped in time: the Reaped child is killed when it is dropped.
     }
 }
+
+/// How many times a DPDK application is started when a port fails DPDK's 10 µs CTRL.RST poll,
+/// which nicsim meets only while its engine has a core (docs/dpdk.md, "A reset has 10 µs").
+pub const START_ATTEMPTS: u32 = 3;
+
+/// `start(attempt)` for attempts 1, 2, … until it returns `Ok`; `Err` carries the log of a run
+/// in which DPDK gave up on a port after its reset poll. Panics with the last log after
+/// [`START_ATTEMPTS`].
+pub fn start_dpdk<T>(name: &str, mut start: impl FnMut(u32) -> Result<T, String>) -> T {
+    let mut attempt = 1;
+    loop {
+        match start(attempt) {
+            Ok(started) => return started,
+            Err(_) if attempt < START_ATTEMPTS => {
+                eprintln!("{name} attempt {attempt}: a port failed DPDK's 10 µs reset poll; starting it again");
+                attempt += 1;
+            }
+            Err(log) => panic!("{name} could not start a port in {START_ATTEMPTS} attempts:\n{log}"),
+        }
+    }
+}
