@@ -15,10 +15,11 @@ setup:
 	@scripts/setup
 	@scripts/isa-level $(ISA)
 
-# The workspace, then every driver of drivers/drivers.toml by its own build command, and DPDK's
-# C l2fwd (the reference for crates/dpdk's l2fwd).
+# The workspace, then every driver of drivers/drivers.toml by its own build command, and the
+# two l2fwds: crates/dpdk's and DPDK's C one, its reference.
 build:
 	$(CARGO) build --workspace --release
+	$(CARGO) build --release -p dpdk --examples
 	target/release/safenic-drivers build
 	scripts/build-dpdk-l2fwd $(ISA)
 
@@ -58,10 +59,11 @@ chaos-report: setup build
 
 # The bench's quick profile as a smoke test: every driver and model measured once (RFC 2544
 # with short trials, latency, callgrind), results and figures written, read back and checked
-# for sane figures (nothing about speed is asserted).
+# for sane figures (nothing about speed is asserted); then the l2fwd pair of bench-dpdk, briefly.
 bench-smoke: setup build
 	rm -rf target/bench-quick
 	target/release/safenic bench --profile quick --out target/bench-quick
+	target/release/safenic bench-dpdk --callgrind-seconds 1 --overload-seconds 0.5 --repetitions 1
 
 # platform's tests under AddressSanitizer and ThreadSanitizer (Miri cannot run them: they map
 # files and hugepages). ThreadSanitizer needs the standard library built with it too. The DPDK
@@ -91,13 +93,13 @@ PROFILE ?= standard
 bench: setup build
 	target/release/safenic bench --profile $(PROFILE) --out docs/bench --figures docs/figures --splice docs/results.md
 
-# The Rust l2fwd (crates/dpdk) beside DPDK's C l2fwd: instructions per forwarded packet under
-# callgrind, on net_null, in one run (docs/dpdk.md).
+# The Rust l2fwd (crates/dpdk) beside DPDK's C l2fwd, paired in one run: instructions per
+# forwarded packet under callgrind on net_null, and the overload test on net_null and on nicsim.
+# Writes its tables into docs/results.md (docs/dpdk.md).
 DPDK_SECONDS ?= 20
 bench-dpdk: setup build
 	$(CARGO) build --release -p dpdk --examples
-	target/release/examples/l2fwd_bench --rust target/release/examples/l2fwd --c target/dpdk-l2fwd/l2fwd \
-	  --seconds $(DPDK_SECONDS)
+	target/release/safenic bench-dpdk --callgrind-seconds $(DPDK_SECONDS) --splice docs/results.md
 
 # nicsim against random driver input for a long time, from a new seed each run (make test runs
 # 10^5 cases from a fixed one). A failure prints the seed and case count that replay it.

@@ -84,7 +84,7 @@ impl Events {
     }
 
     /// The events `get` reads by their callgrind names.
-    fn by_name(get: impl Fn(&str) -> u64) -> Events {
+    pub fn by_name(get: impl Fn(&str) -> u64) -> Events {
         Events {
             ir: get("Ir"),
             i1mr: get("I1mr"),

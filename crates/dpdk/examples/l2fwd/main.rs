@@ -138,14 +138,24 @@ fn forward_until_stopped(
     let main_routes = groups.next().unwrap_or_default();
     eal.scope(|scope| {
         for (group, &lcore) in groups.zip(&workers) {
-            if let Err(e) = scope.launch(lcore, move || forward_loop(group, drain, 0, &[])) {
+            let forward = move || {
+                entering(lcore.id());
+                forward_loop(group, drain, 0, &[]);
+            };
+            if let Err(e) = scope.launch(lcore, forward) {
                 dpdk::request_stop(); // the lcores already launched end, and the scope with them
                 return Err(format!("lcore {}: {e}", lcore.id()));
             }
         }
+        entering(eal.main_lcore());
         forward_loop(main_routes, drain, period, &counted);
         Ok(())
     })
+}
+
+/// l2fwd's log line as an lcore starts forwarding (outside the loop the bench measures).
+fn entering(lcore: u32) {
+    eprintln!("L2FWD: entering main loop on lcore {lcore}");
 }
 
 /// One lcore's loop: l2fwd's `l2fwd_main_loop`.

@@ -11,11 +11,24 @@ pub struct Profile {
     pub calls: BTreeMap<(String, String), u64>,
     /// Estimated cycles of everything collected.
     pub cycles: u64,
+    /// Every event (in the order of `event_names`) per object file.
+    pub events_by_object: BTreeMap<String, Vec<u64>>,
+    pub event_names: Vec<String>,
 }
 
 impl Profile {
     pub fn total(&self) -> u64 {
         self.ir_by_object.values().sum()
+    }
+
+    /// The events of the object files whose names end with `suffix`.
+    pub fn events_of(&self, suffix: &str) -> crate::callgrind::Events {
+        let mut sums = vec![0u64; self.event_names.len()];
+        for (_, values) in self.events_by_object.iter().filter(|(object, _)| object.ends_with(suffix)) {
+            sums.iter_mut().zip(values).for_each(|(sum, v)| *sum += v);
+        }
+        let get = |name: &str| self.event_names.iter().position(|n| n == name).map_or(0, |i| sums[i]);
+        crate::callgrind::Events::by_name(get)
     }
 }
 
@@ -39,7 +52,9 @@ pub fn parse(text: &str, cycles: u64) -> Profile {
     let (mut object, mut function, mut callee) = (String::new(), String::new(), String::new());
     let mut after_calls = false;
     for line in text.lines() {
-        if let Some(v) = line.strip_prefix("ob=") {
+        if let Some(v) = line.strip_prefix("events:") {
+            p.event_names = v.split_whitespace().map(str::to_string).collect();
+        } else if let Some(v) = line.strip_prefix("ob=") {
             object = resolve("ob", v);
         } else if let Some(v) = line.strip_prefix("fn=") {
             function = resolve("fn", v);
@@ -56,8 +71,11 @@ pub fn parse(text: &str, cycles: u64) -> Profile {
                 after_calls = false; // inclusive cost of the call
                 continue;
             }
-            let ir: u64 = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
-            *p.ir_by_object.entry(object.clone()).or_default() += ir;
+            let costs: Vec<u64> = line.split_whitespace().skip(1).map(|n| n.parse().unwrap_or(0)).collect();
+            *p.ir_by_object.entry(object.clone()).or_default() += costs.first().copied().unwrap_or(0);
+            let sums = p.events_by_object.entry(object.clone()).or_default();
+            sums.resize(sums.len().max(costs.len()), 0);
+            sums.iter_mut().zip(&costs).for_each(|(sum, c)| *sum += c);
         } else if line.starts_with("fl=") || line.starts_with("fi=") || line.starts_with("fe=") {
             resolve("fl", &line[3..]);
         } else if line.starts_with("cfi=") || line.starts_with("cfl=") {

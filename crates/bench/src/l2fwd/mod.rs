@@ -1,0 +1,305 @@
+//! The Rust l2fwd of `crates/dpdk` beside DPDK's own C l2fwd, paired in one run
+//! (`safenic bench-dpdk`, `make bench-dpdk`; docs/dpdk.md):
+//! - **instructions and estimated cycles per forwarded packet** ([`instructions`]): each l2fwd
+//!   under callgrind on DPDK's `net_null` devices (a pure CPU measure: the device makes and
+//!   takes the frames), counted inside its forwarding loop only;
+//! - **the overload test** ([`overload`]): frames offered faster than one lcore forwards them,
+//!   on `net_null` and on nicsim through DPDK's ixgbe driver; frames forwarded per second, the
+//!   receive burst fill and the transmit drops, counted the same way in both l2fwds.
+
+pub mod overload;
+pub mod profile;
+
+use crate::callgrind::Events;
+use platform::Reaped;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Frames per receive burst: both l2fwds ask for 32 (`MAX_PKT_BURST`).
+pub const BURST: u64 = 32;
+/// The lcore that forwards; nicsim's engine and this harness keep CPU 0.
+pub const LCORE: &str = "1";
+/// What both l2fwds log (unbuffered) as an lcore starts forwarding.
+const FORWARDING: &str = "L2FWD: entering main loop";
+/// Both ports on one lcore, no statistics screen while measuring.
+const APP: [&str; 7] = ["--", "-p", "0x3", "-q", "2", "-T", "0"];
+
+/// `net_null` devices, no hugepages, no PCI: the CPU-bound comparison.
+fn null_eal() -> Vec<String> {
+    let eal = ["-l", LCORE, "--no-pci", "--no-huge", "-m", "512", "--no-shconf"];
+    let ports = ["--vdev", "net_null0", "--vdev", "net_null1"];
+    eal.iter().chain(&ports).chain(&APP).map(|s| s.to_string()).collect()
+}
+
+/// What to measure, and with what.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The Rust l2fwd (`crates/dpdk/examples/l2fwd`, a release build).
+    pub rust: PathBuf,
+    /// DPDK's C l2fwd (`scripts/build-dpdk-l2fwd`).
+    pub c: PathBuf,
+    /// `burst_counts.so` (crates/bench/csrc, built beside the C l2fwd).
+    pub burst_counts: PathBuf,
+    /// nicsim's binary, for `nicsim exec --uio`.
+    pub nicsim: PathBuf,
+    /// Seconds each l2fwd runs under callgrind.
+    pub callgrind_seconds: u64,
+    /// Seconds of the overload test's measured window (after a warm-up).
+    pub overload_seconds: f64,
+    /// Overload trials of each l2fwd on each device, the two alternating.
+    pub repetitions: usize,
+    /// Which of the two measures to take.
+    pub measure_instructions: bool,
+    pub measure_overload: bool,
+}
+
+/// What callgrind counted in one l2fwd's forwarding loop.
+#[derive(Debug, Clone)]
+pub struct Instructions {
+    pub name: String,
+    pub packets: u64,
+    /// Every instruction of the loop, DPDK's driver and mbuf code included.
+    pub all: u64,
+    /// The l2fwd binary's own instructions in the loop (the Rust l2fwd's shim included).
+    pub own: u64,
+    /// Estimated cycles of the whole loop ([`crate::callgrind::ESTIMATE_FORMULA`]).
+    pub cycles: u64,
+}
+
+impl Instructions {
+    pub fn per_packet(&self, of: fn(&Instructions) -> u64) -> f64 {
+        of(self) as f64 / self.packets.max(1) as f64
+    }
+}
+
+/// The Rust l2fwd with each crate for the Ethernet header, then DPDK's C l2fwd, under
+/// callgrind on `net_null` for `seconds` each.
+///
+/// Packets are what the receive bursts returned, counted by `burst_counts.so` in both l2fwds
+/// alike (its own instructions, in its own object, are left out); the Rust l2fwd's count at
+/// exit must agree.
+pub fn instructions(o: &Options) -> Result<Vec<Instructions>, String> {
+    let mut rows = Vec::new();
+    for headers in ["smoltcp", "etherparse"] {
+        let run = under_callgrind(o, &o.rust, "*forward_loop*", &["--headers", headers])?;
+        let printed = total(&run.output, "Total packets received:").ok_or("the Rust l2fwd printed no totals")?;
+        if printed != run.packets {
+            return Err(format!(
+                "the receive bursts returned {} frames, the Rust l2fwd counted {printed}",
+                run.packets
+            ));
+        }
+        rows.push(run.counted(&format!("Rust, {headers}"), &o.rust));
+    }
+    let run = under_callgrind(o, &o.c, "l2fwd_launch_one_lcore", &[])?;
+    rows.push(run.counted("C", &o.c));
+    Ok(rows)
+}
+
+/// One l2fwd's run under callgrind.
+struct Run {
+    profile: profile::Profile,
+    output: String,
+    /// Frames the receive bursts returned.
+    packets: u64,
+}
+
+impl Run {
+    fn counted(&self, name: &str, binary: &Path) -> Instructions {
+        let p = &self.profile;
+        let of = |suffix: &str| -> u64 {
+            p.ir_by_object.iter().filter(|(object, _)| object.ends_with(suffix)).map(|(_, ir)| ir).sum()
+        };
+        let file = binary.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let counter = p.events_of(COUNTER);
+        Instructions {
+            name: name.to_string(),
+            packets: self.packets,
+            all: p.total() - counter.ir,
+            own: of(file),
+            cycles: p.cycles - counter.estimated_cycles(),
+        }
+    }
+}
+
+/// The object of the burst counter (crates/bench/csrc/burst_counts.c).
+const COUNTER: &str = "burst_counts.so";
+
+/// Runs `binary` (with `extra` options and the burst counter) under callgrind, collecting inside
+/// `loop_fn` only, for `seconds` from the moment it starts forwarding (EAL's start under
+/// valgrind takes seconds of its own), then stops it with SIGTERM as a user would.
+fn under_callgrind(o: &Options, binary: &Path, loop_fn: &str, extra: &[&str]) -> Result<Run, String> {
+    let scratch = platform::fs::ScratchDir::new("l2fwd-bench", "callgrind")
+        .map_err(|e| format!("a scratch directory under /dev/shm: {e}"))?;
+    let out_file = scratch.path().join("callgrind.out");
+    let (log_path, totals) = (scratch.path().join("output"), scratch.path().join("totals"));
+    let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
+    let err = log.try_clone().map_err(|e| e.to_string())?;
+    let mut child = Reaped::spawn(
+        Command::new("valgrind")
+            // Valgrind passes LD_PRELOAD on to l2fwd; the counter brings its DPDK libraries.
+            .env("LD_PRELOAD", &o.burst_counts)
+            .env("SAFENIC_BURST_TOTALS", &totals)
+            // Fair scheduling hands SIGTERM to the signal thread at once, not after many seconds.
+            .args(["--tool=callgrind", "--fair-sched=yes", "--cache-sim=yes", "--branch-sim=yes"])
+            .arg(format!("--callgrind-out-file={}", out_file.display()))
+            .arg(format!("--toggle-collect={loop_fn}"))
+            .arg(binary)
+            .args(null_eal())
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err),
+    )
+    .map_err(|e| format!("valgrind: {e} (scripts/setup installs it)"))?;
+    let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !read_log().contains(FORWARDING) {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("{} under callgrind exited with {status}:\n{}", binary.display(), read_log()));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{} under callgrind: no `{FORWARDING}` in 300 s:\n{}", binary.display(), read_log()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(o.callgrind_seconds));
+    let status = child.terminate(Duration::from_secs(120)).map_err(|e| e.to_string())?.status;
+    if !status.success() {
+        return Err(format!("{} under callgrind: {status}\n{}", binary.display(), read_log()));
+    }
+    let text = std::fs::read_to_string(&out_file).map_err(|e| format!("{}: {e}", out_file.display()))?;
+    let events = Events::parse(&text).ok_or("a callgrind file without totals")?;
+    let counts = std::fs::read_to_string(&totals).map_err(|e| format!("{}: {e}", totals.display()))?;
+    let packets =
+        overload::received(&counts).ok_or_else(|| format!("{}: not burst_counts.so's totals", totals.display()))?;
+    Ok(Run { profile: profile::parse(&text, events.estimated_cycles()), output: read_log(), packets })
+}
+
+/// `label   N` from l2fwd's statistics screen, the last one printed.
+fn total(text: &str, label: &str) -> Option<u64> {
+    text.lines().rev().find_map(|l| l.strip_prefix(label)).and_then(|v| v.trim().parse().ok())
+}
+
+/// Everything `safenic bench-dpdk` measured.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub instructions: Vec<Instructions>,
+    /// Per device, (Rust, C) trial pairs.
+    pub overload: Vec<(overload::Device, Vec<(overload::Trial, overload::Trial)>)>,
+}
+
+/// Both measures, callgrind first (it needs no core of its own).
+pub fn run(o: &Options) -> Result<Report, String> {
+    let instructions = if o.measure_instructions { instructions(o)? } else { Vec::new() };
+    let mut results = Vec::new();
+    for device in [overload::Device::Null, overload::Device::Nicsim].into_iter().filter(|_| o.measure_overload) {
+        results.push((device, overload::pairs(o, device)?));
+    }
+    Ok(Report { instructions, overload: results })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+impl Report {
+    /// The tables of docs/results.md: instructions, then the overload test with each
+    /// measure's median over the repetitions and the paired ratios' range.
+    pub fn markdown(&self, o: &Options) -> String {
+        let mut s = String::new();
+        if !self.instructions.is_empty() {
+            s += &self.instructions_table(o);
+        }
+        if !self.overload.is_empty() {
+            s += &self.overload_table(o);
+        }
+        s
+    }
+
+    fn instructions_table(&self, o: &Options) -> String {
+        let mut s = format!(
+            "Instructions and estimated cycles per forwarded packet: each l2fwd {} s under callgrind on two \
+             `net_null` ports, one lcore, counted inside its forwarding loop (\"all\": DPDK's driver and mbuf \
+             code included; \"own\": the l2fwd binary's).\n\n\
+             | l2fwd | packets | Ir/packet, all | Ir/packet, own | est. cycles/packet |\n|---|---:|---:|---:|---:|\n",
+            o.callgrind_seconds
+        );
+        for m in &self.instructions {
+            s += &format!(
+                "| {} | {} | {:.2} | {:.2} | {:.2} |\n",
+                m.name,
+                m.packets,
+                m.per_packet(|m| m.all),
+                m.per_packet(|m| m.own),
+                m.per_packet(|m| m.cycles)
+            );
+        }
+        if let Some(c) = self.instructions.iter().find(|m| m.name == "C") {
+            for m in self.instructions.iter().filter(|m| m.name != "C") {
+                let r = |f: fn(&Instructions) -> u64| m.per_packet(f) / c.per_packet(f);
+                s += &format!(
+                    "| {} / C | | **{:.3}** | **{:.3}** | **{:.3}** |\n",
+                    m.name,
+                    r(|m| m.all),
+                    r(|m| m.own),
+                    r(|m| m.cycles)
+                );
+            }
+        }
+        s += &format!("\nEstimated cycles = {}.\n\n", crate::callgrind::ESTIMATE_FORMULA);
+        s
+    }
+
+    fn overload_table(&self, o: &Options) -> String {
+        let mut s = format!(
+            "Overload test: {} trials of each l2fwd per device, alternating, each a {} s window after a {} s \
+             warm-up; one lcore forwards both ports, both directions together; medians, and the range of the \
+             paired Rust/C ratios. nicsim's columns are its own counters over the same window.\n\n\
+             | device | l2fwd | forwarded, Mpps | RX burst fill | RX polls, M/s | TX dropped | nicsim offered, Mpps | \
+             nicsim delivered, Mpps | nicsim missed |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+            o.repetitions,
+            o.overload_seconds,
+            overload::WARMUP.as_secs()
+        );
+        for (device, pairs) in &self.overload {
+            for (name, rust) in [("Rust", true), ("C", false)] {
+                let trials: Vec<&overload::Trial> = pairs.iter().map(|(r, c)| if rust { r } else { c }).collect();
+                let med = |f: &dyn Fn(&overload::Trial) -> f64| median(trials.iter().map(|t| f(t)).collect());
+                let nicsim = if trials.iter().all(|t| t.nicsim.is_some()) {
+                    let w = |f: fn(&overload::NicsimWindow) -> f64| med(&|t| t.nicsim.as_ref().map_or(f64::NAN, f));
+                    format!(
+                        "{:.2} | {:.2} | {:.0}",
+                        w(overload::NicsimWindow::offered_mpps),
+                        w(overload::NicsimWindow::delivered_mpps),
+                        w(|n| n.missed as f64)
+                    )
+                } else {
+                    "unbounded | | ".to_string()
+                };
+                s += &format!(
+                    "| {} | {name} | {:.2} | {:.1} | {:.2} | {:.2} % | {nicsim} |\n",
+                    device.name(),
+                    med(&overload::Trial::forwarded_mpps),
+                    med(&overload::Trial::burst_fill),
+                    med(&overload::Trial::polls_mps),
+                    100.0 * med(&overload::Trial::tx_dropped),
+                );
+            }
+            let ratios: Vec<f64> = pairs.iter().map(|(r, c)| r.forwarded_mpps() / c.forwarded_mpps()).collect();
+            let (lo, hi) = ratios.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+            s += &format!(
+                "| {} | **Rust / C** | **{:.3}** ({lo:.3}–{hi:.3}) | | | | | | |\n",
+                device.name(),
+                median(ratios.clone())
+            );
+        }
+        s
+    }
+}

@@ -1,0 +1,77 @@
+//! `safenic bench-dpdk`: the Rust l2fwd beside DPDK's C l2fwd (`bench::l2fwd`), printed and
+//! spliced into docs/results.md.
+
+use std::path::{Path, PathBuf};
+
+/// Where `--splice` puts the tables.
+pub const SPLICE_BEGIN: &str = "<!-- safenic bench-dpdk: begin -->";
+pub const SPLICE_END: &str = "<!-- safenic bench-dpdk: end -->";
+
+pub struct Args {
+    pub root: Option<PathBuf>,
+    pub rust: Option<PathBuf>,
+    pub c: Option<PathBuf>,
+    pub callgrind_seconds: u64,
+    pub overload_seconds: f64,
+    pub repetitions: usize,
+    pub instructions_only: bool,
+    pub overload_only: bool,
+    pub splice: Option<PathBuf>,
+}
+
+/// `path` if it exists, else an error naming what builds it.
+fn built(path: PathBuf, what: &str, fix: &str) -> Result<PathBuf, String> {
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!("{what} {} is missing: {fix}", path.display()))
+    }
+}
+
+pub fn run(a: &Args) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
+    let root = a.root.clone().or_else(|| manifest::repository_of(&exe)).unwrap_or_else(|| PathBuf::from("."));
+    let l2fwd_dir = root.join("target/dpdk-l2fwd");
+    let options = bench::l2fwd::Options {
+        rust: built(
+            a.rust.clone().unwrap_or_else(|| root.join("target/release/examples/l2fwd")),
+            "the Rust l2fwd",
+            "build it with `cargo build --release -p dpdk --examples` (make bench-dpdk does)",
+        )?,
+        c: built(
+            a.c.clone().unwrap_or_else(|| l2fwd_dir.join("l2fwd")),
+            "DPDK's C l2fwd",
+            "build it with scripts/build-dpdk-l2fwd (make build does)",
+        )?,
+        burst_counts: built(
+            l2fwd_dir.join("burst_counts.so"),
+            "the burst counter",
+            "build it with scripts/build-dpdk-l2fwd (make build does)",
+        )?,
+        nicsim: crate::beside_this_program("nicsim", "cargo build --release -p nicsim", "make build")?,
+        callgrind_seconds: a.callgrind_seconds,
+        overload_seconds: a.overload_seconds,
+        repetitions: a.repetitions,
+        measure_instructions: !a.overload_only,
+        measure_overload: !a.instructions_only,
+    };
+    let report = bench::l2fwd::run(&options)?;
+    let level = std::fs::read_to_string(l2fwd_dir.join("isa-level")).unwrap_or_default();
+    let text = format!(
+        "`make bench-dpdk` (`safenic bench-dpdk`), both l2fwds built for {}.\n\n{}",
+        level.trim(),
+        report.markdown(&options)
+    );
+    println!("{text}");
+    if let Some(file) = &a.splice {
+        splice_into(file, &text)?;
+    }
+    Ok(())
+}
+
+fn splice_into(file: &Path, text: &str) -> Result<(), String> {
+    let old = std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+    let new = crate::report::splice_between(&old, (SPLICE_BEGIN, SPLICE_END), text)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    std::fs::write(file, new).map_err(|e| format!("writing {}: {e}", file.display()))
+}
