@@ -48,6 +48,8 @@ fn main() {
         .allowlist_function("rte_eth_promiscuous_enable|rte_eth_promiscuous_disable|rte_eth_macaddr_get")
         .allowlist_function("rte_eth_stats_get|rte_eth_stats_reset|rte_eth_link_get_nowait|rte_eth_dev_set_ptypes")
         .allowlist_type("rte_mbuf|rte_eth_conf|rte_eth_stats|rte_ether_addr|rte_eth_link|rte_eth_dev_info")
+        .allowlist_var("rte_eth_fp_ops|RTE_VER_YEAR|RTE_VER_MONTH|RTE_ETHDEV_RXTX_CALLBACKS")
+        .allowlist_function("rte_eth_call_rx_callbacks|rte_eth_call_tx_callbacks")
         .allowlist_var("RTE_MAX_ETHPORTS|RTE_MAX_LCORE|RTE_MBUF_DEFAULT_BUF_SIZE|RTE_PKTMBUF_HEADROOM")
         .derive_default(true)
         .generate_comments(false)

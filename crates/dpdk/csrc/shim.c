@@ -1,5 +1,6 @@
-/* DPDK's fast path is static inline in its headers: these wrappers give each a symbol. They add
- * a call per burst, not per packet, except for the mbuf operations (docs/dpdk.md measures it). */
+/* DPDK's fast path is static inline in its headers: these wrappers give each a symbol. The
+ * bursts are called through here only with the `shim-burst` feature; by default Rust reads
+ * rte_eth_fp_ops itself, a call per burst faster (docs/dpdk.md measures both). */
 #include "shim.h"
 
 uint16_t safenic_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n)
