@@ -237,7 +237,7 @@ enum Cmd {
         #[arg(long, default_value = "5", value_parser = cli::seconds)]
         overload_seconds: f64,
         /// Overload trials of each l2fwd on each device.
-        #[arg(long, default_value_t = 3, value_parser = repetitions)]
+        #[arg(long, default_value_t = 5, value_parser = repetitions)]
         repetitions: usize,
         /// Only callgrind's instructions and estimated cycles.
         #[arg(long, conflicts_with = "overload_only")]

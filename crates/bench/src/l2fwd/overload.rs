@@ -9,9 +9,8 @@
 //! driver, both generators at line rate (nicsim's engine may then be the limit; the offered
 //! rate says so).
 
-use super::{null_eal, Options, APP, LCORE};
+use super::{null_eal, Options};
 use crate::NICSIM_CPU;
-use nicsim::session::{Session, SessionOptions};
 use nicsim::wire::TrafficSpec;
 use platform::Reaped;
 use std::path::Path;
@@ -87,8 +86,6 @@ impl Trial {
 
 /// Warm-up before the window: EAL, the ports, the link check and nicsim's generators start.
 pub const WARMUP: Duration = Duration::from_secs(4);
-/// How many times a start that missed DPDK's 10 µs reset poll on nicsim is tried.
-const START_ATTEMPTS: u32 = 3;
 
 /// `repetitions` trials of each l2fwd on `device`, alternating which goes first.
 pub fn pairs(o: &Options, device: Device) -> Result<Vec<(Trial, Trial)>, String> {
@@ -149,68 +146,34 @@ fn on_nicsim(
     patience: Duration,
     scratch: &platform::fs::ScratchDir,
 ) -> Result<Trial, String> {
-    for attempt in 1..=START_ATTEMPTS {
-        let opts = SessionOptions { cpu: Some(NICSIM_CPU), ..SessionOptions::default() };
-        let sim = Session::start("l2fwd-overload", "nicsim", &opts)?;
-        let log_path = scratch.path().join(format!("l2fwd-{attempt}.log"));
-        let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
-        let err = log.try_clone().map_err(|e| e.to_string())?;
-        let (a, b) = (nicsim::sysfs::port_address(0), nicsim::sysfs::port_address(1));
-        let mut child = Reaped::spawn(
-            Command::new(&o.nicsim)
-                .arg("--root")
-                .arg(sim.root())
-                .args(["exec", "--uio", "--", "env"])
-                .args(env)
-                .arg(binary)
-                .args(["-l", LCORE, "-n", "1", "--in-memory", "-a", &a, "-a", &b])
-                .args(APP)
-                .stdin(Stdio::null())
-                .stdout(log)
-                .stderr(err),
-        )
-        .map_err(|e| format!("starting nicsim exec: {e}"))?;
-        let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
-        let up = sim.wait_ports_up(Duration::from_secs(60), || match child.try_wait() {
-            Ok(Some(status)) => Err(format!("exited with {status}")),
-            _ => Ok(()),
+    let prefix: Vec<String> = std::iter::once("env".to_string()).chain(env.iter().cloned()).collect();
+    let mut run = super::on_nicsim::start(o, &prefix, binary, (&[], &[]), scratch)?;
+    (0..2).try_for_each(|port| run.sim.start_traffic(port, TrafficSpec::default()))?;
+    // nicsim's counters at the window's two ends, read as soon as l2fwd's are.
+    let mut start_mark = counts.as_os_str().to_owned();
+    start_mark.push(".start");
+    let super::on_nicsim::Running { child, sim, .. } = &mut run;
+    let window = wait_for_file(Path::new(&start_mark), patience, child, binary)
+        .and_then(|()| Ok((sim.stats()?, Instant::now())))
+        .and_then(|(before, t0)| {
+            wait_for_file(counts, patience, child, binary)?;
+            Ok((before, sim.stats()?, t0.elapsed().as_secs_f64()))
         });
-        if let Err(e) = up {
-            // DPDK's ixgbe driver gives up on a port whose reset takes over 10 µs, at probe
-            // or at start (docs/dpdk.md); nicsim meets that only while its engine has the core.
-            let log = read_log();
-            let missed_reset_poll =
-                log.contains("Hardware Initialization Failure: -15") || log.contains("rte_eth_dev_start");
-            if missed_reset_poll && attempt < START_ATTEMPTS {
-                continue;
-            }
-            return Err(format!("{} on nicsim: {e}\n{}", binary.display(), read_log()));
-        }
-        (0..2).try_for_each(|port| sim.start_traffic(port, TrafficSpec::default()))?;
-        // nicsim's counters at the window's two ends, read as soon as l2fwd's are.
-        let mut start_mark = counts.as_os_str().to_owned();
-        start_mark.push(".start");
-        let window = wait_for_file(Path::new(&start_mark), patience, &mut child, binary)
-            .and_then(|()| Ok((sim.stats()?, Instant::now())))
-            .and_then(|(before, t0)| {
-                wait_for_file(counts, patience, &mut child, binary)?;
-                Ok((before, sim.stats()?, t0.elapsed().as_secs_f64()))
-            });
-        (0..2).try_for_each(|port| sim.stop_traffic(port).map(drop))?;
-        let (before, after, seconds) = window.map_err(|e| format!("{e}\n{}", read_log()))?;
-        stop(child, binary).map_err(|e| format!("{e}\n{}", read_log()))?;
-        let grew = |f: fn(&nicsim::control::PortStats) -> u64| -> u64 {
-            before.ports.iter().zip(&after.ports).map(|(a, b)| f(b) - f(a)).sum()
-        };
-        let window = NicsimWindow {
-            seconds,
-            offered: grew(|p| p.generated),
-            delivered: grew(|p| p.sink_packets),
-            missed: grew(|p| p.device.mpc),
-        };
-        return read_counts(counts, Some(window));
-    }
-    unreachable!("the last attempt returns")
+    (0..2).try_for_each(|port| run.sim.stop_traffic(port).map(drop))?;
+    let (before, after, seconds) = window.map_err(|e| format!("{e}\n{}", run.log()))?;
+    let log = run.log();
+    let super::on_nicsim::Running { child, sim: _sim, .. } = run;
+    stop(child, binary).map_err(|e| format!("{e}\n{log}"))?;
+    let grew = |f: fn(&nicsim::control::PortStats) -> u64| -> u64 {
+        before.ports.iter().zip(&after.ports).map(|(a, b)| f(b) - f(a)).sum()
+    };
+    let window = NicsimWindow {
+        seconds,
+        offered: grew(|p| p.generated),
+        delivered: grew(|p| p.sink_packets),
+        missed: grew(|p| p.device.mpc),
+    };
+    read_counts(counts, Some(window))
 }
 
 fn wait_for_file(path: &Path, patience: Duration, child: &mut Reaped, binary: &Path) -> Result<(), String> {
@@ -266,10 +229,11 @@ fn snapshots(text: &str) -> Option<Snapshots> {
     Some(snaps)
 }
 
-/// The frames every receive burst returned, from burst_counts.so's totals at exit.
-pub fn received(text: &str) -> Option<u64> {
+/// The frames every receive burst returned, and the bursts, from burst_counts.so's totals at
+/// exit.
+pub fn received(text: &str) -> Option<(u64, u64)> {
     let [(_, ports)] = <[_; 1]>::try_from(snapshots(text)?).ok()?;
-    Some(ports.iter().map(|p| p[1]).sum())
+    Some((ports.iter().map(|p| p[1]).sum(), ports.iter().map(|p| p[0]).sum()))
 }
 
 fn parse_counts(text: &str, nicsim: Option<NicsimWindow>) -> Option<Trial> {
@@ -315,7 +279,7 @@ port 2 0 0 0 0 0
     #[test]
     fn the_totals_at_exit_are_every_frame_received() {
         let totals: String = TWO_PORTS.lines().skip(4).map(|l| format!("{l}\n")).collect();
-        assert_eq!(received(&totals), Some(6620));
+        assert_eq!(received(&totals), Some((6620, 220)));
         assert_eq!(received(TWO_PORTS), None, "two snapshots are a window, not totals");
     }
 
