@@ -7,15 +7,37 @@ use std::path::{Path, PathBuf};
 pub const SPLICE_BEGIN: &str = "<!-- safenic bench-dpdk: begin -->";
 pub const SPLICE_END: &str = "<!-- safenic bench-dpdk: end -->";
 
+/// `safenic bench-dpdk`'s options.
+#[derive(clap::Args)]
 pub struct Args {
+    /// The repository, for the binaries' default paths (default: the one this program was
+    /// built in, else the current directory).
+    #[arg(long)]
     pub root: Option<PathBuf>,
+    /// The Rust l2fwd (default: target/release/examples/l2fwd).
+    #[arg(long)]
     pub rust: Option<PathBuf>,
+    /// DPDK's C l2fwd (default: target/dpdk-l2fwd/l2fwd, which scripts/build-dpdk-l2fwd builds).
+    #[arg(long)]
     pub c: Option<PathBuf>,
+    /// Seconds each l2fwd runs under callgrind.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub callgrind_seconds: u64,
+    /// Seconds of each overload trial's measured window.
+    #[arg(long, default_value = "5", value_parser = cli::seconds)]
     pub overload_seconds: f64,
+    /// Overload trials of each l2fwd on each device.
+    #[arg(long, default_value_t = 5, value_parser = crate::repetitions)]
     pub repetitions: usize,
+    /// Only callgrind's instructions and estimated cycles.
+    #[arg(long, conflicts_with = "overload_only")]
     pub instructions_only: bool,
+    /// Only the overload test.
+    #[arg(long)]
     pub overload_only: bool,
+    /// Replace the text between `<!-- safenic bench-dpdk: begin -->` and `<!-- safenic
+    /// bench-dpdk: end -->` in this Markdown file with the tables.
+    #[arg(long)]
     pub splice: Option<PathBuf>,
 }
 

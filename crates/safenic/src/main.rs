@@ -219,37 +219,7 @@ enum Cmd {
     /// instructions and estimated cycles per packet under callgrind on `net_null`, and the
     /// overload test (frames forwarded per second, RX burst fill, TX drops) on `net_null` and
     /// on nicsim through DPDK's ixgbe driver. Needs root, valgrind and DPDK (scripts/setup).
-    BenchDpdk {
-        /// The repository, for the binaries' default paths (default: the one this program was
-        /// built in, else the current directory).
-        #[arg(long)]
-        root: Option<PathBuf>,
-        /// The Rust l2fwd (default: target/release/examples/l2fwd).
-        #[arg(long)]
-        rust: Option<PathBuf>,
-        /// DPDK's C l2fwd (default: target/dpdk-l2fwd/l2fwd, which scripts/build-dpdk-l2fwd builds).
-        #[arg(long)]
-        c: Option<PathBuf>,
-        /// Seconds each l2fwd runs under callgrind.
-        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=3600))]
-        callgrind_seconds: u64,
-        /// Seconds of each overload trial's measured window.
-        #[arg(long, default_value = "5", value_parser = cli::seconds)]
-        overload_seconds: f64,
-        /// Overload trials of each l2fwd on each device.
-        #[arg(long, default_value_t = 5, value_parser = repetitions)]
-        repetitions: usize,
-        /// Only callgrind's instructions and estimated cycles.
-        #[arg(long, conflicts_with = "overload_only")]
-        instructions_only: bool,
-        /// Only the overload test.
-        #[arg(long)]
-        overload_only: bool,
-        /// Replace the text between `<!-- safenic bench-dpdk: begin -->` and `<!-- safenic
-        /// bench-dpdk: end -->` in this Markdown file with the tables.
-        #[arg(long)]
-        splice: Option<PathBuf>,
-    },
+    BenchDpdk(bench_dpdk::Args),
 }
 
 /// Which drivers `safenic bench` measures.
@@ -301,7 +271,7 @@ fn bench_options(modes: Vec<Mode>, selection: Selection, profile: report::Profil
 }
 
 /// `--repetitions`: 1 to 100.
-fn repetitions(s: &str) -> Result<usize, String> {
+pub(crate) fn repetitions(s: &str) -> Result<usize, String> {
     s.parse().ok().filter(|n| (1..=100).contains(n)).ok_or_else(|| format!("`{s}`: repeat 1 to 100 times"))
 }
 
@@ -420,27 +390,7 @@ fn main() -> ExitCode {
                 report::run(&o)
             })
         }
-        Cmd::BenchDpdk {
-            root,
-            rust,
-            c,
-            callgrind_seconds,
-            overload_seconds,
-            repetitions,
-            instructions_only,
-            overload_only,
-            splice,
-        } => bench_dpdk::run(&bench_dpdk::Args {
-            root,
-            rust,
-            c,
-            callgrind_seconds,
-            overload_seconds,
-            repetitions,
-            instructions_only,
-            overload_only,
-            splice,
-        }),
+        Cmd::BenchDpdk(args) => bench_dpdk::run(&args),
     };
     cli::finish("safenic", result)
 }

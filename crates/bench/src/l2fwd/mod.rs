@@ -188,16 +188,9 @@ fn under_callgrind(o: &Options, device: Device, binary: &Path, loop_fn: &str, ex
         }
     };
     let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while !read_log().contains(FORWARDING) {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("{} under callgrind exited with {status}:\n{}", binary.display(), read_log()));
-        }
-        if Instant::now() > deadline {
-            return Err(format!("{} under callgrind: no `{FORWARDING}` in 300 s:\n{}", binary.display(), read_log()));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let forwarding = || read_log().contains(FORWARDING);
+    wait_until(&mut child, binary, Duration::from_secs(300), &format!("`{FORWARDING}`"), forwarding)
+        .map_err(|e| format!("under callgrind, {e}\n{}", read_log()))?;
     std::thread::sleep(Duration::from_secs(o.callgrind_seconds));
     let status = child.terminate(Duration::from_secs(120)).map_err(|e| e.to_string())?.status;
     drop(sim);
@@ -210,6 +203,28 @@ fn under_callgrind(o: &Options, device: Device, binary: &Path, loop_fn: &str, ex
     let (packets, rx_calls) =
         overload::received(&counts).ok_or_else(|| format!("{}: not burst_counts.so's totals", totals.display()))?;
     Ok(Run { profile: profile::parse(&text, events.estimated_cycles()), output: read_log(), packets, rx_calls })
+}
+
+/// Waits up to `patience` for `done`, while `binary` (`child`) runs; an error naming `what`
+/// if it exits or time runs out first.
+fn wait_until(
+    child: &mut Reaped,
+    binary: &Path,
+    patience: Duration,
+    what: &str,
+    done: impl Fn() -> bool,
+) -> Result<(), String> {
+    let deadline = Instant::now() + patience;
+    while !done() {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("{} exited with {status} before {what}: {}", binary.display(), child.output()));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{}: no {what} after {} s", binary.display(), patience.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
 }
 
 /// `label   N` from l2fwd's statistics screen, the last one printed.

@@ -119,7 +119,7 @@ fn trial(o: &Options, binary: &Path, device: Device) -> Result<Trial, String> {
     let patience = WARMUP + Duration::from_secs_f64(o.overload_seconds) + Duration::from_secs(60);
     match device {
         Device::Null => {
-            let child = Reaped::spawn(
+            let mut child = Reaped::spawn(
                 Command::new("env")
                     .args(&env_words)
                     .arg(binary)
@@ -129,7 +129,6 @@ fn trial(o: &Options, binary: &Path, device: Device) -> Result<Trial, String> {
                     .stderr(Stdio::piped()),
             )
             .map_err(|e| format!("starting {}: {e}", binary.display()))?;
-            let mut child = child;
             wait_for_file(&counts, patience, &mut child, binary)?;
             stop(child, binary)?;
             read_counts(&counts, None)
@@ -164,45 +163,22 @@ fn on_nicsim(
     let log = run.log();
     let super::on_nicsim::Running { child, sim: _sim, .. } = run;
     stop(child, binary).map_err(|e| format!("{e}\n{log}"))?;
-    let grew = |f: fn(&nicsim::control::PortStats) -> u64| -> u64 {
-        before.ports.iter().zip(&after.ports).map(|(a, b)| f(b) - f(a)).sum()
-    };
     let window = NicsimWindow {
         seconds,
-        offered: grew(|p| p.generated),
-        delivered: grew(|p| p.sink_packets),
-        missed: grew(|p| p.device.mpc),
+        offered: crate::growth(&before, &after, |p| p.generated),
+        delivered: crate::growth(&before, &after, |p| p.sink_packets),
+        missed: crate::growth(&before, &after, |p| p.device.mpc),
     };
     read_counts(counts, Some(window))
 }
 
 fn wait_for_file(path: &Path, patience: Duration, child: &mut Reaped, binary: &Path) -> Result<(), String> {
-    let deadline = Instant::now() + patience;
-    while !path.exists() {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!(
-                "{} exited with {status} before its window ended: {}",
-                binary.display(),
-                child.output()
-            ));
-        }
-        if Instant::now() > deadline {
-            return Err(format!("{}: no burst counts after {} s", binary.display(), patience.as_secs()));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok(())
+    super::wait_until(child, binary, patience, &format!("{}", path.display()), || path.exists())
 }
 
 /// SIGTERM, as a user stops l2fwd; it must exit 0.
 fn stop(child: Reaped, binary: &Path) -> Result<(), String> {
-    let out = child.terminate(Duration::from_secs(60)).map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        Err(format!("{} exited with {} after SIGTERM: {}", binary.display(), out.status, text.trim()))
-    }
+    crate::terminate(child, Duration::from_secs(60)).map(drop).map_err(|e| format!("{}: {e}", binary.display()))
 }
 
 /// The window between the two snapshots `burst_counts.so` wrote; both ports must have
