@@ -1,0 +1,3 @@
+//! The libraries the project isolates, each with typed calls that work in any backend.
+
+pub mod broken;

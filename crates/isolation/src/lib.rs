@@ -1,0 +1,46 @@
+//! Domains that a C library's memory error cannot escape (docs/isolation.md). A [`Domain`]
+//! loads one C library and runs functions that call it; a fault inside (a wild write, a stack
+//! smash, a null call, a time-out) comes back as an ordinary `Err(`[`Violation`]`)`, the
+//! domain's memory is discarded and re-created, and the next call works.
+//!
+//! Two backends behind one API, chosen at run time ([`BackendChoice`]):
+//! - **MPK**, in process: the domain's stack, heap and data sit under their own protection key;
+//!   entering and leaving write PKRU once each. Needs a CPU and kernel with PKU.
+//! - **Process**: a pre-spawned helper process per domain, the call's data in shared memory
+//!   (memfd), restricted by a seccomp allowlist, restarted when it dies. Works everywhere.
+//!
+//! What crosses the boundary: arguments and results of [`Crossing`] types (plain bytes, every
+//! bit pattern valid, no pointers: a domain's pointers mean nothing outside it, and whatever it
+//! writes back must not be able to break an invariant), and byte buffers, which the domain reads
+//! and writes in its own memory without a serializer.
+//!
+//! ```no_run
+//! use isolation::{Config, Domain, Io, Library};
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let mut domain = Domain::new(Config::new(Library::broken(), &["broken_sum"]))?;
+//!     // A plain fn (or a closure that captures nothing) runs inside the domain.
+//!     let sum = domain.call(&0u64, b"\x01\x02\x03", |_: &u64, io: &mut Io<'_>| io.input().len() as u64)?;
+//!     assert_eq!(sum.value, 3);
+//!     Ok(())
+//! }
+//! ```
+
+mod config;
+mod domain;
+mod frame;
+mod library;
+mod mpk;
+pub mod pku;
+mod process;
+mod region;
+mod unisolated;
+mod violation;
+
+pub mod cases;
+
+pub use config::{Backend, BackendChoice, Config};
+pub use domain::{Domain, Reply};
+pub use frame::{Crossing, Io};
+pub use library::Library;
+pub use violation::{SetupError, Violation, ViolationKind};

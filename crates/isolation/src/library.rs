@@ -1,0 +1,158 @@
+//! The C library a domain isolates: one installed on the system (found by the dynamic loader's
+//! search), or one embedded in the program as ELF bytes (loaded from a memfd).
+
+use crate::config::MAX_SYMBOLS;
+use crate::SetupError;
+use std::ffi::{CStr, CString};
+use std::os::fd::FromRawFd;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Library {
+    /// A shared object by name or path, e.g. `"libsnappy.so.1"`.
+    System(&'static str),
+    /// A shared object's bytes, compiled into the program.
+    Embedded { name: &'static str, elf: &'static [u8] },
+}
+
+impl Library {
+    /// The deliberately broken library the fault tests isolate (crates/isolation/csrc/broken.c).
+    pub fn broken() -> Library {
+        Library::Embedded {
+            name: "safenic-broken",
+            elf: include_bytes!(concat!(env!("OUT_DIR"), "/libsafenic_broken.so")),
+        }
+    }
+
+    /// The packet filter `safenic fwd --filter` calls per burst (crates/isolation/csrc/filter.c).
+    pub fn filter() -> Library {
+        Library::Embedded {
+            name: "safenic-filter",
+            elf: include_bytes!(concat!(env!("OUT_DIR"), "/libsafenic_filter.so")),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Library::System(name) | Library::Embedded { name, .. } => name,
+        }
+    }
+}
+
+/// The allocator an MPK domain's library is linked against first (csrc/domain_heap.c).
+pub(crate) const DOMAIN_HEAP: Library = Library::Embedded {
+    name: "safenic-domain-heap",
+    elf: include_bytes!(concat!(env!("OUT_DIR"), "/libsafenic_domain_heap.so")),
+};
+
+/// A loaded shared object, by its `dlopen` handle. An embedded one keeps its memfd open: the
+/// loader knows it by the path `/proc/self/fd/N`, which must not name another object later.
+pub(crate) struct Loaded {
+    pub handle: *mut libc::c_void,
+    _memfd: Option<std::os::fd::OwnedFd>,
+}
+
+// SAFETY: a dlopen handle may be used from any thread (the loader locks itself).
+unsafe impl Send for Loaded {}
+
+/// Where to load: the process's own namespace, a new one, or one made before.
+#[derive(Clone, Copy)]
+pub(crate) enum Namespace {
+    Main,
+    New,
+    Existing(libc::Lmid_t),
+}
+
+impl Loaded {
+    pub fn open(library: &Library, namespace: Namespace) -> Result<Loaded, SetupError> {
+        let (path, memfd) = match library {
+            Library::System(name) => {
+                (CString::new(*name).map_err(|_| SetupError(format!("{name:?}: a NUL in the name")))?, None)
+            }
+            Library::Embedded { name, elf } => {
+                let fd = memfd_with(name, elf)?;
+                (CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL"), Some(fd))
+            }
+        };
+        let flags = libc::RTLD_NOW | libc::RTLD_LOCAL;
+        // SAFETY: path is a C string; loading runs the library's constructors, which is what
+        // using the library means.
+        let handle = unsafe {
+            match namespace {
+                Namespace::Main => libc::dlopen(path.as_ptr(), flags),
+                Namespace::New => libc::dlmopen(libc::LM_ID_NEWLM, path.as_ptr(), flags),
+                Namespace::Existing(id) => libc::dlmopen(id, path.as_ptr(), flags),
+            }
+        };
+        // SAFETY: our own descriptor, owned from here on.
+        let memfd = memfd.map(|fd| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
+        if handle.is_null() {
+            return Err(SetupError(format!("loading {}: {}", library.name(), dl_error())));
+        }
+        Ok(Loaded { handle, _memfd: memfd })
+    }
+
+    /// The link-map namespace the object was loaded into.
+    pub fn namespace(&self) -> Result<libc::Lmid_t, SetupError> {
+        let mut id: libc::Lmid_t = 0;
+        // SAFETY: a live handle; RTLD_DI_LMID writes one Lmid_t.
+        let rc =
+            unsafe { libc::dlinfo(self.handle, libc::RTLD_DI_LMID, &mut id as *mut libc::Lmid_t as *mut libc::c_void) };
+        if rc != 0 {
+            return Err(SetupError(format!("dlinfo: {}", dl_error())));
+        }
+        Ok(id)
+    }
+
+    pub fn symbol(&self, name: &str) -> Result<usize, SetupError> {
+        let c = CString::new(name).map_err(|_| SetupError(format!("symbol {name:?}: a NUL in the name")))?;
+        // SAFETY: a live handle and a C string.
+        let address = unsafe { libc::dlsym(self.handle, c.as_ptr()) };
+        if address.is_null() {
+            return Err(SetupError(format!("symbol {name} not found: {}", dl_error())));
+        }
+        Ok(address as usize)
+    }
+
+    pub fn symbols(&self, names: &[&str]) -> Result<[usize; MAX_SYMBOLS], SetupError> {
+        let mut table = [0usize; MAX_SYMBOLS];
+        for (slot, name) in table.iter_mut().zip(names) {
+            *slot = self.symbol(name)?;
+        }
+        Ok(table)
+    }
+}
+
+/// A memfd holding `bytes`, for the loader to map.
+pub(crate) fn memfd_with(name: &str, bytes: &[u8]) -> Result<i32, SetupError> {
+    let c = CString::new(name).map_err(|_| SetupError(format!("{name:?}: a NUL in the name")))?;
+    // SAFETY: a C string; the descriptor is ours.
+    let fd = unsafe { libc::memfd_create(c.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(SetupError::os("memfd_create"));
+    }
+    let mut written = 0;
+    while written < bytes.len() {
+        let rest = &bytes[written..];
+        // SAFETY: writing from a live slice to our descriptor.
+        let n = unsafe { libc::write(fd, rest.as_ptr() as *const libc::c_void, rest.len()) };
+        if n <= 0 {
+            let e = SetupError::os("writing a library into a memfd");
+            // SAFETY: our own descriptor.
+            unsafe { libc::close(fd) };
+            return Err(e);
+        }
+        written += n as usize;
+    }
+    Ok(fd)
+}
+
+fn dl_error() -> String {
+    // SAFETY: dlerror returns null or a C string valid until the next dl call on this thread.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown error".into()
+    } else {
+        // SAFETY: non-null, NUL-terminated, read before any other dl call.
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}

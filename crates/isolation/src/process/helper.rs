@@ -1,0 +1,232 @@
+//! The helper process's side. The helper is this same program, started again with
+//! `SAFENIC_ISOLATION_HELPER` in its environment; a constructor (`.init_array`) sees it before
+//! `main` and serves calls instead, so no program needs to cooperate. Addresses of functions
+//! and embedded libraries arrive as the trusted process's and are moved by the difference
+//! between the two processes' load addresses of one anchor: same file, same offsets.
+
+use super::control::{publish, wait_change, Control, CONTROL_BYTES};
+use crate::config::MAX_SYMBOLS;
+use crate::frame::{Entry, Frame, Invocation, RESULT_MAX};
+use crate::library::{Library, Loaded, Namespace};
+use crate::region::{io_bytes, IoArea};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::time::Duration;
+
+pub(crate) const ENVIRONMENT: &str = "SAFENIC_ISOLATION_HELPER";
+
+static ANCHOR: u8 = 0;
+
+/// This process's address of the anchor.
+pub(crate) fn anchor() -> usize {
+    std::hint::black_box(&ANCHOR) as *const u8 as usize
+}
+
+/// What the helper needs to know, as one environment variable.
+pub(crate) struct Spec {
+    pub fd: i32,
+    pub input_bytes: usize,
+    pub output_bytes: usize,
+    pub parent: u32,
+    pub anchor: usize,
+    pub spin: Duration,
+    pub library: Library,
+    pub symbols: Vec<&'static str>,
+}
+
+impl Spec {
+    pub fn encode(&self) -> String {
+        let library = match self.library {
+            Library::System(name) => format!("s={name}"),
+            Library::Embedded { name, elf } => format!("e={name}@{:x}+{}", elf.as_ptr() as usize, elf.len()),
+        };
+        format!(
+            "{};{};{};{};{:x};{};{};{}",
+            self.fd,
+            self.input_bytes,
+            self.output_bytes,
+            self.parent,
+            self.anchor,
+            self.spin.as_micros(),
+            library,
+            self.symbols.join(",")
+        )
+    }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static HELPER_ENTRY: extern "C" fn() = helper_entry;
+
+extern "C" fn helper_entry() {
+    let Some(spec) = std::env::var_os(ENVIRONMENT) else { return };
+    let code = match serve(&spec.to_string_lossy()) {
+        Ok(never) => match never {},
+        Err(message) => {
+            eprintln!("isolation helper: {message}");
+            70
+        }
+    };
+    // SAFETY: ends this helper process without running the program it is a copy of.
+    unsafe { libc::_exit(code) };
+}
+
+enum Never {}
+
+fn serve(spec: &str) -> Result<Never, String> {
+    let fields: Vec<&str> = spec.splitn(8, ';').collect();
+    let [fd, input, output, parent, anchor_hex, spin, library, symbols] = fields[..] else {
+        return Err(format!("malformed {ENVIRONMENT}"));
+    };
+    let number = |s: &str| s.parse::<usize>().map_err(|_| format!("malformed {ENVIRONMENT}: {s}"));
+    let (fd, input_bytes, output_bytes, parent) =
+        (number(fd)? as i32, number(input)?, number(output)?, number(parent)? as i32);
+    let parent_anchor = usize::from_str_radix(anchor_hex, 16).map_err(|_| format!("malformed anchor {anchor_hex}"))?;
+    let spin = Duration::from_micros(number(spin)? as u64);
+    let delta = anchor().wrapping_sub(parent_anchor);
+
+    // SAFETY: prctl with integer arguments: the helper dies with the thread that started it.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    // SAFETY: getppid takes no arguments.
+    if unsafe { libc::getppid() } != parent {
+        return Err("the trusted process is gone".into());
+    }
+    let len = CONTROL_BYTES + io_bytes(input_bytes, output_bytes);
+    // SAFETY: maps the shared memfd the trusted process created for this helper.
+    let base =
+        unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
+    if base == libc::MAP_FAILED {
+        return Err(format!("mapping the shared memory: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: the mapping keeps the memory; the descriptor is not needed any more.
+    unsafe { libc::close(fd) };
+    // SAFETY: the control page starts the mapping; both processes access it only atomically.
+    let control = unsafe { &*(base as *const Control) };
+    let area = IoArea {
+        base: (base as *mut u8).wrapping_add(CONTROL_BYTES),
+        input_cap: input_bytes,
+        output_cap: output_bytes,
+    };
+
+    let table = match load(library, symbols, delta) {
+        Ok(t) => t,
+        Err(message) => {
+            report(area, control, &message);
+            return Err(message);
+        }
+    };
+    report_faults(control)?;
+    super::seccomp::apply()?;
+    publish(&control.ready.0, 1, &control.caller_sleeps.0);
+
+    let mut last = 0;
+    loop {
+        let Some(sequence) = wait_change(&control.request.0, last, &control.helper_sleeps.0, spin, None, &mut || false)
+        else {
+            continue;
+        };
+        last = sequence;
+        let frame = area.frame();
+        // SAFETY: the frame was written by the trusted process before it published the request.
+        let (run, function) = unsafe { ((*frame).run.wrapping_add(delta), (*frame).function.wrapping_add(delta)) };
+        let invocation =
+            Invocation { frame, input: area.input(), output: area.output(), function, symbols: table.as_ptr() };
+        // SAFETY: `run` is the trusted process's entry for this call's types, moved to this
+        // process's load address; the areas are mapped and the frame is prepared.
+        unsafe {
+            let entry: Entry = std::mem::transmute::<usize, Entry>(run);
+            entry(&invocation);
+        }
+        publish(&control.response.0, sequence, &control.caller_sleeps.0);
+    }
+}
+
+fn load(library: &str, symbols: &str, delta: usize) -> Result<[usize; MAX_SYMBOLS], String> {
+    let library = if let Some(name) = library.strip_prefix("s=") {
+        Library::System(Box::leak(name.to_string().into_boxed_str()))
+    } else if let Some(rest) = library.strip_prefix("e=") {
+        let (name, place) = rest.split_once('@').ok_or("malformed library")?;
+        let (address, len) = place.split_once('+').ok_or("malformed library")?;
+        let address = usize::from_str_radix(address, 16).map_err(|_| "malformed library address")?.wrapping_add(delta);
+        let len: usize = len.parse().map_err(|_| "malformed library length")?;
+        // SAFETY: the same embedded bytes as in the trusted process, at this process's address
+        // of them (same file, same offset); they live as long as the program.
+        let elf: &'static [u8] = unsafe { std::slice::from_raw_parts(address as *const u8, len) };
+        Library::Embedded { name: Box::leak(name.to_string().into_boxed_str()), elf }
+    } else {
+        return Err("malformed library".into());
+    };
+    let loaded = Loaded::open(&library, Namespace::Main).map_err(|e| e.0)?;
+    let names: Vec<&str> = symbols.split(',').filter(|s| !s.is_empty()).collect();
+    let table = loaded.symbols(&names).map_err(|e| e.0)?;
+    std::mem::forget(loaded);
+    Ok(table)
+}
+
+static CONTROL: AtomicPtr<Control> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Signals a memory error or an abort raises: the helper records which (for the caller's
+/// violation) and then dies of it, as it would have.
+const FAULTS: [i32; 6] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGTRAP, libc::SIGABRT];
+
+fn report_faults(control: &Control) -> Result<(), String> {
+    CONTROL.store(control as *const Control as *mut Control, Ordering::SeqCst);
+    let size = 64 * 1024;
+    // SAFETY: a new anonymous mapping for the helper's alternate signal stack, kept for good.
+    let stack = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if stack == libc::MAP_FAILED {
+        return Err(format!("mapping a signal stack: {}", std::io::Error::last_os_error()));
+    }
+    let alternate = libc::stack_t { ss_sp: stack, ss_flags: 0, ss_size: size };
+    // SAFETY: the stack is mapped and stays mapped.
+    unsafe { libc::sigaltstack(&alternate, std::ptr::null_mut()) };
+    for signal in FAULTS {
+        // SAFETY: plain data, then a valid sigaction call with an async-signal-safe handler.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = record_fault as *const () as usize;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESETHAND;
+            if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
+                return Err(format!("sigaction: {}", std::io::Error::last_os_error()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Records the signal in the control page and returns: the handler is reset, so the faulting
+/// instruction (or abort's second raise) ends the helper with the default action.
+extern "C" fn record_fault(signal: i32, info: *mut libc::siginfo_t, _context: *mut libc::c_void) {
+    let control = CONTROL.load(Ordering::SeqCst);
+    if control.is_null() {
+        return;
+    }
+    // SAFETY: the control page stays mapped for the helper's life; the kernel passes a valid
+    // siginfo to an SA_SIGINFO handler.
+    unsafe {
+        let fault = &(*control).fault;
+        fault.code.store((*info).si_code as u32, Ordering::SeqCst);
+        fault.address.store((*info).si_addr() as u64, Ordering::SeqCst);
+        fault.signal.store(signal as u32, Ordering::SeqCst);
+    }
+}
+
+/// Tells the trusted process why the helper could not start.
+fn report(area: IoArea, control: &Control, message: &str) {
+    let frame: *mut Frame = area.frame();
+    let bytes = message.as_bytes();
+    let n = bytes.len().min(RESULT_MAX);
+    // SAFETY: the frame is mapped; the trusted process reads it only after `ready` says 2.
+    let frame = unsafe { &mut *frame };
+    frame.result[..n].copy_from_slice(&bytes[..n]);
+    frame.output_len = n as u64;
+    publish(&control.ready.0, 2, &control.caller_sleeps.0);
+}
