@@ -160,3 +160,51 @@ void *aligned_alloc(size_t align, size_t n) { return allocate(n, align); }
 void *memalign(size_t align, size_t n) { return allocate(n, align); }
 void *valloc(size_t n) { return allocate(n, 4096); }
 void *pvalloc(size_t n) { return allocate((n + 4095) & ~(size_t)4095, 4096); }
+
+/* longjmp without glibc's cancellation bookkeeping: glibc's longjmp records the unwound
+ * cleanup buffers in the thread's control block (key 0), which a domain may not write, and
+ * libraries such as libpng longjmp out of every error. Resolved in the domain's namespace
+ * before libc's; restores what setjmp saved (glibc's x86-64 jmp_buf: rbx, rbp, r12-r15, rsp,
+ * rip, the last three mangled with the thread's pointer guard at fs:0x30) and the signal mask
+ * if sigsetjmp saved it. */
+#include <setjmp.h>
+#include <signal.h>
+
+__attribute__((noreturn)) void isolation_longjmp_registers(void *registers, int value);
+__asm__(
+    ".text\n"
+    ".globl isolation_longjmp_registers\n"
+    ".type isolation_longjmp_registers,@function\n"
+    "isolation_longjmp_registers:\n"
+    "    mov 0x30(%rdi), %r8\n"   /* rsp, mangled */
+    "    mov 0x08(%rdi), %r9\n"   /* rbp, mangled */
+    "    mov 0x38(%rdi), %rdx\n"  /* rip, mangled */
+    "    ror $0x11, %r8\n"
+    "    xor %fs:0x30, %r8\n"
+    "    ror $0x11, %r9\n"
+    "    xor %fs:0x30, %r9\n"
+    "    ror $0x11, %rdx\n"
+    "    xor %fs:0x30, %rdx\n"
+    "    mov 0x00(%rdi), %rbx\n"
+    "    mov 0x10(%rdi), %r12\n"
+    "    mov 0x18(%rdi), %r13\n"
+    "    mov 0x20(%rdi), %r14\n"
+    "    mov 0x28(%rdi), %r15\n"
+    "    mov %esi, %eax\n"
+    "    test %eax, %eax\n"
+    "    jnz 1f\n"
+    "    inc %eax\n"
+    "1:  mov %r8, %rsp\n"
+    "    mov %r9, %rbp\n"
+    "    jmp *%rdx\n");
+
+__attribute__((noreturn)) static void jump(struct __jmp_buf_tag *env, int value) {
+    if (env->__mask_was_saved)
+        sigprocmask(SIG_SETMASK, &env->__saved_mask, NULL);
+    isolation_longjmp_registers(env->__jmpbuf, value);
+}
+
+__attribute__((noreturn)) void longjmp(jmp_buf env, int value) { jump(env, value); }
+__attribute__((noreturn)) void _longjmp(jmp_buf env, int value) { jump(env, value); }
+__attribute__((noreturn)) void siglongjmp(sigjmp_buf env, int value) { jump(env, value); }
+__attribute__((noreturn)) void __longjmp_chk(jmp_buf env, int value) { jump(env, value); }

@@ -56,6 +56,14 @@ pub struct Io<'a> {
 }
 
 impl<'a> Io<'a> {
+    pub(crate) fn new(input: &'a [u8], output: &'a mut [u8], symbols: &'a [usize; MAX_SYMBOLS]) -> Io<'a> {
+        Io { input, output, output_len: 0, symbols }
+    }
+
+    pub(crate) fn output_len(&self) -> usize {
+        self.output_len
+    }
+
     pub fn input(&self) -> &[u8] {
         self.input
     }
@@ -101,7 +109,7 @@ pub(crate) unsafe extern "C" fn run<A: Crossing, R: Crossing>(invocation: *const
         )
     };
     let Ok(args) = args else { return };
-    let mut io = Io { input, output, output_len: 0, symbols };
+    let mut io = Io::new(input, output, symbols);
     let result = function(&args, &mut io);
     frame.output_len = io.output_len as u64;
     if let Some(slot) = frame.result.get_mut(..std::mem::size_of::<R>()) {

@@ -27,6 +27,7 @@
 //! ```
 
 mod config;
+mod direct;
 mod domain;
 mod frame;
 mod library;
@@ -40,6 +41,7 @@ mod violation;
 pub mod cases;
 
 pub use config::{Backend, BackendChoice, Config};
+pub use direct::Direct;
 pub use domain::{Domain, Reply};
 pub use frame::{Crossing, Io};
 pub use library::Library;

@@ -27,6 +27,9 @@ pub enum ViolationKind {
     Died { signal: Option<i32>, status: Option<i32> },
     /// The domain answered with something impossible (a result or length out of range).
     BadReply { what: &'static str },
+    /// The calling thread could not be made ready to enter an MPK domain (its signal stack or
+    /// its rseq area); the domain did not run.
+    ThreadSetup { reason: String },
     /// The input did not fit the domain's input area; the domain did not run.
     InputTooLarge { len: usize, capacity: usize },
 }
@@ -51,6 +54,7 @@ impl fmt::Display for ViolationKind {
             ViolationKind::Died { signal: Some(s), .. } => write!(f, "helper process killed by {}", signal_name(*s)),
             ViolationKind::Died { status, .. } => write!(f, "helper process exited with status {status:?}"),
             ViolationKind::BadReply { what } => write!(f, "impossible reply: {what}"),
+            ViolationKind::ThreadSetup { reason } => write!(f, "this thread cannot enter the domain: {reason}"),
             ViolationKind::InputTooLarge { len, capacity } => {
                 write!(f, "input of {len} bytes exceeds the input area of {capacity} bytes (Config::input_bytes)")
             }

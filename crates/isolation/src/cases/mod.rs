@@ -1,3 +1,5 @@
 //! The libraries the project isolates, each with typed calls that work in any backend.
 
 pub mod broken;
+pub mod png;
+pub mod snappy;

@@ -125,13 +125,18 @@ impl Drop for MpkDomain {
 /// meets a key.
 fn thread_rights(key: u32) -> Result<u32, String> {
     signals::prepare_thread()?;
+    Ok(grant(key))
+}
+
+/// Grants this thread the domain's key and the signal key, if it lacks them; returns its rights.
+fn grant(key: u32) -> u32 {
     let current = crate::pku::read();
     let trusted = current & !crate::pku::bits(key) & !crate::pku::bits(signals::signal_key());
     if trusted != current {
         // SAFETY: only grants this thread access to the domain's key in addition to what it had.
         unsafe { crate::pku::write(trusted) };
     }
-    Ok(trusted)
+    trusted
 }
 
 fn thread_id() -> i32 {
@@ -145,14 +150,16 @@ fn thread_id() -> i32 {
 }
 
 impl Executor for MpkDomain {
+    /// The trusted side is about to touch the domain's memory, possibly from a thread that has
+    /// never called it: grant that thread the key first.
     fn area(&self) -> IoArea {
+        grant(self.core().key);
         self.core().area
     }
 
     fn execute(&mut self, entry: Entry) -> Result<(), ViolationKind> {
         let core = self.core();
-        let trusted =
-            thread_rights(core.key).map_err(|_| ViolationKind::BadReply { what: "no signal stack for this thread" })?;
+        let trusted = thread_rights(core.key).map_err(|reason| ViolationKind::ThreadSetup { reason })?;
         let stack_top = (core.stack.0 + core.stack.1 - 64) & !15;
         // SAFETY: this thread's TLS block; no domain runs on this thread now.
         let state = unsafe { &mut *isolation_mpk_state() };

@@ -118,7 +118,7 @@ pub(crate) fn prepare_thread() -> Result<(), String> {
 
 const RSEQ_FLAG_UNREGISTER: i32 = 1;
 const RSEQ_SIGNATURE: u32 = 0x5305_3053;
-const RSEQ_CPU_ID_UNINITIALIZED: i32 = -1;
+const RSEQ_CPU_ID_REGISTRATION_FAILED: i32 = -2;
 
 fn unregister_rseq() -> Result<(), String> {
     // SAFETY: looks up two data symbols glibc exports (2.35 and later); absent means no rseq.
@@ -136,15 +136,20 @@ fn unregister_rseq() -> Result<(), String> {
         std::arch::asm!("mov {}, qword ptr fs:0", out(reg) thread_pointer, options(nostack, readonly, preserves_flags))
     };
     let area = thread_pointer.wrapping_add_signed(offset);
+    // SAFETY: cpu_id (offset 4 of struct rseq) in this thread's own area. Negative: glibc did
+    // not register it (or a thread that created this one had it unregistered), nothing to do.
+    if unsafe { ((area + 4) as *const i32).read_volatile() } < 0 {
+        return Ok(());
+    }
     let rseq_len = size.max(32);
     // SAFETY: unregisters this thread's area with the length and signature glibc registered.
     let rc = unsafe { libc::syscall(libc::SYS_rseq, area, rseq_len, RSEQ_FLAG_UNREGISTER, RSEQ_SIGNATURE) };
     if rc != 0 {
         return Err(format!("unregistering the thread's rseq area: {}", std::io::Error::last_os_error()));
     }
-    // SAFETY: cpu_id (offset 4 of struct rseq) in this thread's own area: glibc reads it and
-    // falls back to the system call while it is negative.
-    unsafe { ((area + 4) as *mut i32).write_volatile(RSEQ_CPU_ID_UNINITIALIZED) };
+    // SAFETY: cpu_id in this thread's own area: glibc falls back to the system call while it is
+    // negative, and threads this one creates inherit "not registered" from this value.
+    unsafe { ((area + 4) as *mut i32).write_volatile(RSEQ_CPU_ID_REGISTRATION_FAILED) };
     Ok(())
 }
 
