@@ -7,7 +7,7 @@ CARGO ?= cargo
 ISA ?= $(shell scripts/isa-level)
 export RUSTFLAGS := -C target-cpu=$(ISA)
 
-.PHONY: all setup build demo test test-chaos soak chaos-report bench bench-smoke bench-dpdk audit sanitize fuzz stress fmt clean
+.PHONY: all setup build demo test test-mpk test-chaos soak chaos-report bench bench-smoke bench-dpdk bench-isolation audit sanitize fuzz stress fmt clean
 
 all: build
 
@@ -35,9 +35,16 @@ test: setup
 	target/debug/safenic-drivers build
 	scripts/build-dpdk-l2fwd $(ISA)
 	$(CARGO) test --workspace -- --test-threads=1
+	$(MAKE) test-mpk
 	$(MAKE) sanitize
 	$(MAKE) audit
 	$(MAKE) bench-smoke
+
+# crates/isolation's tests in a guest with protection keys (QEMU's software emulation emulates
+# PKU on any x86-64 host), the MPK backend's required: on a host without PKU, cargo test can
+# run only the process backend's half. About 20 seconds; part of `make test`.
+test-mpk: setup
+	scripts/test-mpk
 
 # The Rust driver, every model, against a hostile device (crates/safenic/tests/chaos.rs):
 # 10^6 hostile write-backs, a stall and every wire fault, each followed by an exact check that
@@ -64,6 +71,7 @@ bench-smoke: setup build
 	rm -rf target/bench-quick
 	target/release/safenic bench --profile quick --out target/bench-quick
 	target/release/safenic bench-dpdk --callgrind-seconds 1 --overload-seconds 0.5 --repetitions 1
+	target/release/safenic bench-isolation --rounds 1 --window-ms 2
 
 # platform's tests under AddressSanitizer and ThreadSanitizer (Miri cannot run them: they map
 # files and hugepages). ThreadSanitizer needs the standard library built with it too. The DPDK
@@ -100,6 +108,12 @@ DPDK_SECONDS ?= 20
 bench-dpdk: setup build
 	$(CARGO) build --release -p dpdk --examples
 	target/release/safenic bench-dpdk --callgrind-seconds $(DPDK_SECONDS) --splice docs/results.md
+
+# The cost of isolating a C library (crates/isolation, docs/isolation.md): the empty call,
+# buffers, snappy and libpng, each called directly, in an MPK domain (where the host has PKU)
+# and in a helper process, interleaved in rounds. Writes its table into docs/results.md.
+bench-isolation: setup build
+	target/release/safenic bench-isolation --splice docs/results.md
 
 # nicsim against random driver input for a long time, from a new seed each run (make test runs
 # 10^5 cases from a fixed one). A failure prints the seed and case count that replay it.

@@ -157,7 +157,8 @@ pub fn check(root: &Path) -> Result<Vec<DependencyReport>, String> {
         .map_err(|e| format!("reading Cargo.lock: {e} (run cargo metadata once to write it)"))?;
     let json = String::from_utf8_lossy(&out.stdout);
     use crate::tool_dependencies as tool;
-    let path = [TRUSTED_PATH_CRATES, tool::TOOL_PATH_CRATES].concat();
+    let rooms: Vec<&str> = tool::TOOL_ROOMS.iter().map(|(name, _)| *name).collect();
+    let path = [TRUSTED_PATH_CRATES, tool::TOOL_PATH_CRATES, &rooms].concat();
     let build_scripts = [BUILD_SCRIPTS, tool::TOOL_BUILD_SCRIPTS].concat();
     let allowed = [ALLOWED, tool::TOOL_ALLOWED].concat();
     let pinned = [PINNED, tool::TOOL_PINNED].concat();

@@ -12,6 +12,13 @@ pub const BINARY_CRATES: [&str; 1] = ["safenic"];
 /// unsafe code, and the audit reads their code after every macro is expanded (`expanded.rs`).
 pub const TOOL_PATH_CRATES: &[&str] = &["safenic", "cli", "bench", "manifest", "nicsim"];
 
+/// Path crates of the binary allowed unsafe code (rooms of the unsafe budget, `budget.rs`,
+/// where every block is counted and needs its `// SAFETY:`), each only at `crates/<name>`.
+pub const TOOL_ROOMS: &[(&str, &str)] = &[(
+    "isolation",
+    "domains for C libraries (docs/isolation.md): `safenic fwd --filter` calls a C packet filter in one, the bench measures them",
+)];
+
 /// Crates.io crates the binary may link beyond the driver's, and why.
 pub const TOOL_ALLOWED: &[(&str, &str)] = &[
     ("clap", "the command line: subcommands, options, help"),
@@ -64,9 +71,11 @@ pub const TOOL_ALLOWED: &[(&str, &str)] = &[
     ("cfg-if", "crc32fast's choice of implementation by target"),
 ];
 
-/// Build scripts of the binary's crates, each reviewed: all detect compiler features or the
-/// target and print cfgs, and none compiles or links native code.
+/// Build scripts of the binary's crates, each reviewed: all but isolation's detect compiler
+/// features or the target and print cfgs; isolation's compiles its C (csrc/) into shared
+/// objects it embeds as bytes and loads only into domains, and links libdl.
 pub const TOOL_BUILD_SCRIPTS: &[(&str, &str)] = &[
+    ("isolation", "compiles csrc/*.c into shared objects embedded as bytes, loaded only into domains; links libdl"),
     ("safenic", "writes the conformance suite's list of drivers from drivers/drivers.toml into OUT_DIR"),
     ("serde", "detects the rustc version for cfgs"),
     ("serde_core", "detects the rustc version for cfgs"),

@@ -46,6 +46,7 @@ pub struct Config {
     pub(crate) output_bytes: usize,
     pub(crate) timeout: Option<Duration>,
     pub(crate) spin: Duration,
+    pub(crate) helper_cpu: Option<usize>,
 }
 
 /// Most symbols a domain resolves; [`crate::Io::symbol`] takes their index.
@@ -64,6 +65,7 @@ impl Config {
             output_bytes: 1 << 20,
             timeout: Some(Duration::from_secs(10)),
             spin: Duration::from_micros(100),
+            helper_cpu: None,
         }
     }
 
@@ -102,6 +104,13 @@ impl Config {
     /// 100 µs): a call that comes within it costs no system call.
     pub fn spin(mut self, spin: Duration) -> Config {
         self.spin = spin;
+        self
+    }
+
+    /// Pins the process backend's helper to one CPU (a caller that polls on another one gets
+    /// its answers without the two competing for a core).
+    pub fn helper_cpu(mut self, cpu: Option<usize>) -> Config {
+        self.helper_cpu = cpu;
         self
     }
 

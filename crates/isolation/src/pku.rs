@@ -21,6 +21,21 @@ pub fn available() -> bool {
     })
 }
 
+/// For tests: whether the MPK backend can be tested here. Where it cannot, says so on stderr
+/// (`make test-mpk` runs the tests in a guest that has PKU), or panics if
+/// `SAFENIC_ISOLATION_REQUIRE_MPK` is set (as it is in that guest), so that a missing key
+/// never passes for a tested backend.
+pub fn mpk_here() -> bool {
+    if available() {
+        return true;
+    }
+    if std::env::var_os("SAFENIC_ISOLATION_REQUIRE_MPK").is_some() {
+        panic!("SAFENIC_ISOLATION_REQUIRE_MPK is set but this host has no usable protection keys");
+    }
+    eprintln!("no PKU on this host: the MPK backend's tests run in a guest that has it (make test-mpk)");
+    false
+}
+
 fn ospke() -> bool {
     // Leaf 7 is read only if leaf 0 reports it.
     let max = std::arch::x86_64::__cpuid(0).eax;

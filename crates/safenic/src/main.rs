@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod bench_dpdk;
+mod bench_isolation;
 mod chaos;
 mod fwd;
 mod gen;
@@ -220,6 +221,10 @@ enum Cmd {
     /// overload test (frames forwarded per second, RX burst fill, TX drops) on `net_null` and
     /// on nicsim through DPDK's ixgbe driver. Needs root, valgrind and DPDK (scripts/setup).
     BenchDpdk(bench_dpdk::Args),
+    /// The cost of isolating a C library (crates/isolation): the empty call, buffers, snappy
+    /// and libpng, each called directly, in an MPK domain (on a host with PKU) and in a helper
+    /// process, interleaved in rounds.
+    BenchIsolation(bench_isolation::Args),
 }
 
 /// Which drivers `safenic bench` measures.
@@ -391,6 +396,7 @@ fn main() -> ExitCode {
             })
         }
         Cmd::BenchDpdk(args) => bench_dpdk::run(&args),
+        Cmd::BenchIsolation(args) => bench_isolation::run(&args),
     };
     cli::finish("safenic", result)
 }

@@ -20,6 +20,7 @@ static PREVIOUS: [OnceLock<libc::sigaction>; 7] = [const { OnceLock::new() }; 7]
 static INSTALLED: OnceLock<Result<u32, String>> = OnceLock::new();
 
 /// PKRU mask the signal entry applies: clears the signal key's disable bits.
+// SAFETY: no other object defines this symbol (the signal entry in trampoline.rs reads it).
 #[no_mangle]
 pub(crate) static SIGNAL_STACK_RIGHTS: AtomicU32 = AtomicU32::new(u32::MAX);
 

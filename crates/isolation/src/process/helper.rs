@@ -29,6 +29,7 @@ pub(crate) struct Spec {
     pub parent: u32,
     pub anchor: usize,
     pub spin: Duration,
+    pub cpu: Option<usize>,
     pub library: Library,
     pub symbols: Vec<&'static str>,
 }
@@ -40,19 +41,22 @@ impl Spec {
             Library::Embedded { name, elf } => format!("e={name}@{:x}+{}", elf.as_ptr() as usize, elf.len()),
         };
         format!(
-            "{};{};{};{};{:x};{};{};{}",
+            "{};{};{};{};{:x};{};{};{};{}",
             self.fd,
             self.input_bytes,
             self.output_bytes,
             self.parent,
             self.anchor,
             self.spin.as_micros(),
+            self.cpu.map_or(-1, |c| c as i64),
             library,
             self.symbols.join(",")
         )
     }
 }
 
+// SAFETY: `.init_array` holds pointers to functions the loader calls before main with
+// (argc, argv, envp), which a function without parameters may ignore.
 #[used]
 #[link_section = ".init_array"]
 static HELPER_ENTRY: extern "C" fn() = helper_entry;
@@ -73,8 +77,8 @@ extern "C" fn helper_entry() {
 enum Never {}
 
 fn serve(spec: &str) -> Result<Never, String> {
-    let fields: Vec<&str> = spec.splitn(8, ';').collect();
-    let [fd, input, output, parent, anchor_hex, spin, library, symbols] = fields[..] else {
+    let fields: Vec<&str> = spec.splitn(9, ';').collect();
+    let [fd, input, output, parent, anchor_hex, spin, cpu, library, symbols] = fields[..] else {
         return Err(format!("malformed {ENVIRONMENT}"));
     };
     let number = |s: &str| s.parse::<usize>().map_err(|_| format!("malformed {ENVIRONMENT}: {s}"));
@@ -83,6 +87,9 @@ fn serve(spec: &str) -> Result<Never, String> {
     let parent_anchor = usize::from_str_radix(anchor_hex, 16).map_err(|_| format!("malformed anchor {anchor_hex}"))?;
     let spin = Duration::from_micros(number(spin)? as u64);
     let delta = anchor().wrapping_sub(parent_anchor);
+    if let Ok(cpu) = cpu.parse::<usize>() {
+        pin(cpu)?;
+    }
 
     // SAFETY: prctl with integer arguments: the helper dies with the thread that started it.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
@@ -160,6 +167,21 @@ fn load(library: &str, symbols: &str, delta: usize) -> Result<[usize; MAX_SYMBOL
     let table = loaded.symbols(&names).map_err(|e| e.0)?;
     std::mem::forget(loaded);
     Ok(table)
+}
+
+fn pin(cpu: usize) -> Result<(), String> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it (cpu is checked against its size).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+            return Err(format!("CPU {cpu} is beyond the CPU set"));
+        }
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(format!("pinning the helper to CPU {cpu}: {}", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
 }
 
 static CONTROL: AtomicPtr<Control> = AtomicPtr::new(std::ptr::null_mut());

@@ -59,6 +59,7 @@ impl ProcessDomain {
             parent: unsafe { libc::getpid() } as u32,
             anchor: helper::anchor(),
             spin: config.spin,
+            cpu: config.helper_cpu,
             library: config.library,
             symbols: config.symbols.clone(),
         }
