@@ -5,7 +5,10 @@
 use std::path::Path;
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // Read when the script runs, not when it was compiled: a build script reused from another
+    // checkout would read that checkout's manifest.
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&dir).join("../..");
     println!("cargo:rerun-if-changed={}", root.join(manifest::MANIFEST).display());
     let m = manifest::Manifest::load(&root).unwrap_or_else(|e| panic!("{e}"));
     let out = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("conformance_drivers.rs");

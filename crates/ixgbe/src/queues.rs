@@ -129,6 +129,19 @@ impl<'a, const B: usize> Batch<'a, B> {
     pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, Buffer<'a>> {
         self.items.iter_mut()
     }
+    /// Keeps, in order, the buffers whose index `keep` accepts; the others go back to `pool`.
+    pub fn retain(&mut self, pool: &mut BufferPool<'a>, mut keep: impl FnMut(usize) -> bool) {
+        let mut kept = 0;
+        for i in 0..self.items.len() {
+            if keep(i) {
+                self.items.swap(kept, i);
+                kept += 1;
+            }
+        }
+        for b in self.items.drain(kept..) {
+            pool.give(b);
+        }
+    }
     /// Returns every buffer left to `pool`.
     pub fn release(&mut self, pool: &mut BufferPool<'a>) {
         for b in self.items.drain(..) {

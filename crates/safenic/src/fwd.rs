@@ -1,5 +1,6 @@
 //! `safenic fwd`: forward both directions between two ports.
 
+use crate::filter::Filter;
 use crate::{MacRewrite, Mode};
 use invariants::{with_len, BrandedLen, VolatilePtr};
 use ixgbe::agent::{rewrite_macs, Agent, AgentMemory, ConstOutputs, Outputs};
@@ -55,6 +56,8 @@ pub struct Options {
     pub cpu: Option<usize>,
     /// IEEE 802.3x flow control on both ports, and a lossless flexible model.
     pub flow_control: bool,
+    /// Flexible model: drop IPv4 UDP frames to this port, by a C filter in an isolation domain.
+    pub filter: Option<u16>,
 }
 
 /// Stop conditions (time, signal, a device gone) and the per-second throughput line.
@@ -202,6 +205,13 @@ pub fn run(o: &Options) -> Result<(), String> {
     if o.outputs != 1 && o.mode != Mode::Restricted {
         return Err("--outputs applies to the restricted model only (const has 1, flexible has 1 queue)".into());
     }
+    if o.filter.is_some() && (o.mode != Mode::Flexible || o.flow_control) {
+        return Err(
+            "--filter applies to the flexible model without --flow-control (it filters each received batch)".into()
+        );
+    }
+    // Before the devices: the process backend starts its helper now.
+    let mut filter = o.filter.map(Filter::new).transpose()?;
     platform::signals::install_termination_flag().map_err(|e| format!("installing signal handlers: {e}"))?;
     if let Some(cpu) = o.cpu {
         platform::sched::pin_current_thread(cpu).map_err(|e| format!("pinning to CPU {cpu}: {e}"))?;
@@ -219,7 +229,7 @@ pub fn run(o: &Options) -> Result<(), String> {
     let totals = match o.mode {
         Mode::Restricted => restricted(&a, &b, o.outputs, rewrite, &mut meter),
         Mode::Const => const_model(&a, &b, rewrite, &mut meter),
-        Mode::Flexible => flexible(&a, &b, rewrite, o.flow_control, &mut meter),
+        Mode::Flexible => flexible(&a, &b, rewrite, o.flow_control, filter.as_mut(), &mut meter),
     };
     // A device that went away also fails the stopping of the queues: its error is the one.
     let gone = meter.gone.take();
@@ -227,6 +237,14 @@ pub fn run(o: &Options) -> Result<(), String> {
         (Some(gone), Err(_)) => return Err(gone.to_string()),
         (_, totals) => totals.map_err(|e| e.to_string())?,
     };
+    if let Some(f) = &filter {
+        cli::outln!(
+            "safenic fwd filter ({} domain): {} filtered, {} bursts lost to violations",
+            f.backend(),
+            f.filtered,
+            f.violations
+        )?;
+    }
     let secs = start.elapsed().as_secs_f64();
     let total = totals.forwarded[0] + totals.forwarded[1];
     cli::outln!(
@@ -395,6 +413,7 @@ fn flexible(
     b: &Device<'_>,
     rewrite: bool,
     lossless: bool,
+    mut filter: Option<&mut Filter>,
     meter: &mut Meter,
 ) -> Result<Totals, DriverError> {
     // One memory block and pool per direction; "pool inversion": the RX queue of one port and
@@ -414,11 +433,12 @@ fn flexible(
         let mut tx_a = TxQueue::<RING>::new(a, tx_ring_ba)?;
         let mut dir_ab = Direction::new(&mut rx_a, &mut tx_b, &mut pool_ab);
         let mut dir_ba = Direction::new(&mut rx_b, &mut tx_a, &mut pool_ba);
-        let forwarded = match (rewrite, lossless) {
-            (true, false) => forward_flexible::<true, false>(&mut dir_ab, &mut dir_ba, meter),
-            (false, false) => forward_flexible::<false, false>(&mut dir_ab, &mut dir_ba, meter),
-            (true, true) => forward_flexible::<true, true>(&mut dir_ab, &mut dir_ba, meter),
-            (false, true) => forward_flexible::<false, true>(&mut dir_ab, &mut dir_ba, meter),
+        let forwarded = match (rewrite, lossless, filter.as_deref_mut()) {
+            (_, _, Some(f)) => forward_filtered(&mut dir_ab, &mut dir_ba, f, rewrite, meter),
+            (true, false, None) => forward_flexible::<true, false>(&mut dir_ab, &mut dir_ba, meter),
+            (false, false, None) => forward_flexible::<false, false>(&mut dir_ab, &mut dir_ba, meter),
+            (true, true, None) => forward_flexible::<true, true>(&mut dir_ab, &mut dir_ba, meter),
+            (false, true, None) => forward_flexible::<false, true>(&mut dir_ab, &mut dir_ba, meter),
         };
         totals.dropped += dir_ab.stop() + dir_ba.stop();
         totals.add(forwarded, [rx_a.refused, rx_b.refused]);
@@ -484,6 +504,23 @@ impl<'q, 'a> Direction<'q, 'a> {
         sent as u64
     }
 
+    /// As `burst` (not lossless), with `filter` deciding which received frames go on.
+    fn burst_filtered(&mut self, filter: &mut Filter, rewrite: bool) -> u64 {
+        if self.rx.rx_batch(self.pool, &mut self.batch) == 0 {
+            return 0;
+        }
+        filter.apply(&mut self.batch, self.pool);
+        if rewrite {
+            for b in self.batch.iter_mut() {
+                rewrite_macs(b.data());
+            }
+        }
+        let sent = self.tx.tx_batch(self.pool, &mut self.batch);
+        self.dropped += self.batch.len() as u64;
+        self.batch.release(self.pool);
+        sent as u64
+    }
+
     /// Frames this direction dropped, counting any still waiting in its batch, which go
     /// back to the pool now that forwarding has stopped.
     fn stop(&mut self) -> u64 {
@@ -505,6 +542,33 @@ pub fn forward_flexible<const REWRITE: bool, const LOSSLESS: bool>(
         for _ in 0..CHECK_EVERY {
             counts[0] += ab.burst::<REWRITE, LOSSLESS>();
             counts[1] += ba.burst::<REWRITE, LOSSLESS>();
+        }
+        let go_on = match meter.tick(counts) {
+            Tick::Go => true,
+            Tick::Check => meter.go_on_unless([ab.rx.desynchronised(), ba.rx.desynchronised()]),
+            Tick::Stop => false,
+        };
+        if !go_on {
+            return counts;
+        }
+    }
+}
+
+/// The flexible model's loop with a filter in an isolation domain, called once per burst: not
+/// one of the audited hot paths (it crosses into C by design).
+#[inline(never)]
+fn forward_filtered(
+    ab: &mut Direction<'_, '_>,
+    ba: &mut Direction<'_, '_>,
+    filter: &mut Filter,
+    rewrite: bool,
+    meter: &mut Meter,
+) -> [u64; 2] {
+    let mut counts = [0u64; 2];
+    loop {
+        for _ in 0..CHECK_EVERY {
+            counts[0] += ab.burst_filtered(filter, rewrite);
+            counts[1] += ba.burst_filtered(filter, rewrite);
         }
         let go_on = match meter.tick(counts) {
             Tick::Go => true,

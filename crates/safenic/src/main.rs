@@ -8,6 +8,7 @@
 mod bench_dpdk;
 mod bench_isolation;
 mod chaos;
+mod filter;
 mod fwd;
 mod gen;
 mod report;
@@ -86,6 +87,12 @@ enum Cmd {
         /// instead of dropping them. Nothing is lost to a slow or descheduled driver.
         #[arg(long)]
         flow_control: bool,
+        /// Flexible model: drop IPv4 UDP frames to this destination port, decided per burst by
+        /// a packet filter written in C that runs in an isolation domain (docs/isolation.md):
+        /// MPK where the CPU has protection keys, a helper process elsewhere
+        /// (SAFENIC_ISOLATION_BACKEND=mpk|process chooses).
+        #[arg(long, value_name = "UDP_PORT")]
+        filter: Option<u16>,
     },
     /// Send generated UDP frames out of one port.
     Gen {
@@ -334,7 +341,7 @@ fn run_audit(binary: Option<PathBuf>, root: Option<PathBuf>, json: bool) -> Resu
 fn main() -> ExitCode {
     let args: Cli = cli::parse("safenic");
     let result = match args.cmd {
-        Cmd::Fwd { mode, input, output, sysfs, mac_rewrite, outputs, seconds, progress, cpu, flow_control } => {
+        Cmd::Fwd { mode, input, output, sysfs, mac_rewrite, outputs, seconds, progress, cpu, flow_control, filter } => {
             let progress = progress || std::io::IsTerminal::is_terminal(&std::io::stdout());
             fwd::run(&fwd::Options {
                 mode,
@@ -347,6 +354,7 @@ fn main() -> ExitCode {
                 progress,
                 cpu,
                 flow_control,
+                filter,
             })
         }
         Cmd::Gen { port, sysfs, rate, size, count, seconds } => {
