@@ -55,3 +55,15 @@ void broken_spin(void) {
     for (;;)
         __asm__ volatile("" ::: "memory");
 }
+
+#include <fcntl.h>
+#include <unistd.h>
+
+/* Opens a file: a system call outside the helper process's allowlist. Returns the descriptor
+ * (closed again) or -1. */
+int broken_open_file(void) {
+    int fd = open("/proc/self/status", O_RDONLY);
+    if (fd >= 0)
+        close(fd);
+    return fd;
+}

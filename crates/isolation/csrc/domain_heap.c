@@ -13,7 +13,7 @@
 
 #define HEADER 16u
 #define CLASSES 40u
-#define BOOT_BYTES (256u * 1024u)
+#define BOOT_BYTES (32u * 1024u)
 
 struct block_header {
     uint32_t class;   /* the block holds (1 << class) bytes, header included */

@@ -119,6 +119,28 @@ fn faults_are_contained(backend: Backend) {
     next(&mut domain, &v, "infinite loop");
 }
 
+/// The helper's system calls are an allowlist: opening a file kills it (SIGSYS), a violation
+/// like any other. An MPK domain filters no system call (docs/isolation.md, threat model):
+/// there `open` either succeeds or, as with glibc 2.34 and later, faults because the wrapper of
+/// a cancellation point writes the thread's control block (key 0).
+#[test]
+fn a_system_call_outside_the_allowlist_is_a_violation_in_the_helper() {
+    let mut d = domain(Backend::Process);
+    let v = d.call(&0u64, &[], broken::open_file).expect_err("open is not on the allowlist");
+    assert_eq!(v.kind, ViolationKind::Died { signal: Some(libc::SIGSYS), status: None }, "{v}");
+    assert_works(&mut d, "a forbidden system call");
+    if isolation::pku::mpk_here() {
+        let mut d = domain(Backend::Mpk);
+        match d.call(&0u64, &[], broken::open_file) {
+            Ok(reply) => assert!(reply.value as i64 >= 0, "open in an MPK domain: {}", reply.value as i64),
+            Err(v) => {
+                assert!(matches!(v.kind, ViolationKind::Fault { pkey: Some(0), .. }), "open in an MPK domain: {v}")
+            }
+        }
+        assert_works(&mut d, "a system call in an MPK domain");
+    }
+}
+
 #[test]
 fn process_backend_contains_every_fault() {
     faults_are_contained(Backend::Process);

@@ -30,6 +30,8 @@ pub struct Row {
     pub bytes: usize,
     pub in_place: bool,
     pub direct_ns: f64,
+    /// The direct call timed on the helper's CPU (the process backend's basis), if it has one.
+    pub direct_helper_cpu_ns: Option<f64>,
     pub mpk_ns: Option<f64>,
     pub process_ns: f64,
     /// Median, minimum and maximum over the rounds of (backend / direct).
@@ -39,6 +41,9 @@ pub struct Row {
 
 pub struct Report {
     pub rows: Vec<Row>,
+    /// Per backend: nanoseconds from a call that faults to a domain ready for the next one
+    /// (the fault, the discard and the re-creation), median of the calls made.
+    pub recovery: Vec<(Backend, f64, usize)>,
     pub mpk_available: bool,
     pub rounds: usize,
     pub cpu: String,
@@ -60,8 +65,13 @@ pub fn run(options: &Options) -> Result<Report, String> {
     for workload in workloads::all() {
         rows.push(measure(&workload, options, mpk_available, helper_cpu)?);
     }
+    let mut recovery = vec![(Backend::Process, recovery_ns(Backend::Process, 20, helper_cpu)?, 20)];
+    if mpk_available {
+        recovery.insert(0, (Backend::Mpk, recovery_ns(Backend::Mpk, 200, helper_cpu)?, 200));
+    }
     Ok(Report {
         rows,
+        recovery,
         mpk_available,
         rounds: options.rounds,
         cpu: cpu_model(),
@@ -123,11 +133,31 @@ fn measure(w: &Workload, options: &Options, mpk_available: bool, helper_cpu: Opt
         bytes: w.input.len(),
         in_place: w.in_place,
         direct_ns: median(direct_ns.clone()),
+        direct_helper_cpu_ns: (!direct_on_helper_cpu_ns.is_empty()).then(|| median(direct_on_helper_cpu_ns.clone())),
         mpk_ns: (!mpk_ns.is_empty()).then(|| median(mpk_ns.clone())),
         process_ns: median(process_ns.clone()),
         mpk_ratio: (!mpk_ns.is_empty()).then(|| ratios(&mpk_ns, &direct_ns)),
         process_ratio: ratios(&process_ns, process_direct),
     })
+}
+
+/// The median time of `calls` calls that each fault (a null call) and leave the domain ready.
+fn recovery_ns(backend: Backend, calls: usize, helper_cpu: Option<usize>) -> Result<f64, String> {
+    use isolation::cases::broken;
+    let config = broken::config().backend(BackendChoice::Require(backend)).heap_bytes(1 << 20).helper_cpu(helper_cpu);
+    let mut d = Domain::new(config).map_err(|e| format!("recovery: {e}"))?;
+    let mut times = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let start = Instant::now();
+        if d.call(&0u64, &[], broken::null_call).is_ok() {
+            return Err(format!("recovery: a null call in the {backend} backend returned"));
+        }
+        times.push(start.elapsed().as_secs_f64() * 1e9);
+    }
+    if d.call(&0u64, &[1], broken::sum).map(|r| r.value) != Ok(1) {
+        return Err(format!("recovery: the {backend} domain does not work after its violations"));
+    }
+    Ok(median(times))
 }
 
 fn pin(cpu: usize) -> Result<(), String> {

@@ -3,7 +3,7 @@
 
 use crate::{Config, Io, Library};
 
-pub const SYMBOLS: [&str; 8] = [
+pub const SYMBOLS: [&str; 9] = [
     "broken_sum",
     "broken_heap_overflow",
     "broken_wild_write",
@@ -12,6 +12,7 @@ pub const SYMBOLS: [&str; 8] = [
     "broken_use_after_free",
     "broken_null_call",
     "broken_spin",
+    "broken_open_file",
 ];
 
 pub fn config() -> Config {
@@ -79,4 +80,11 @@ pub fn spin(_: &u64, io: &mut Io<'_>) -> u64 {
     let f: extern "C" fn() = unsafe { std::mem::transmute(io.symbol(7)) };
     f();
     0
+}
+
+/// Opens a file: returns the descriptor it got (closed again), or -1 as u64.
+pub fn open_file(_: &u64, io: &mut Io<'_>) -> u64 {
+    // SAFETY: symbol 8 is `int broken_open_file(void)`.
+    let f: extern "C" fn() -> i32 = unsafe { std::mem::transmute(io.symbol(8)) };
+    f() as i64 as u64
 }
