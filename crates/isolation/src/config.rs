@@ -1,6 +1,6 @@
 //! How a domain is made: which library, which of its symbols, which backend, how much memory.
 
-use crate::library::Library;
+use crate::library::{Library, MAX_SYMBOLS};
 use std::fmt;
 use std::time::Duration;
 
@@ -48,9 +48,6 @@ pub struct Config {
     pub(crate) spin: Duration,
     pub(crate) helper_cpu: Option<usize>,
 }
-
-/// Most symbols a domain resolves; [`crate::Io::symbol`] takes their index.
-pub const MAX_SYMBOLS: usize = 16;
 
 impl Config {
     /// A domain for `library`, resolving `symbols` (at most [`MAX_SYMBOLS`]) in it.

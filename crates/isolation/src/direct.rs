@@ -1,8 +1,8 @@
 //! The same functions called directly, in the caller's process and on its buffers: what the
 //! bench compares each backend against, and what a program without isolation would do.
 
-use crate::config::MAX_SYMBOLS;
 use crate::frame::{Crossing, Io};
+use crate::library::MAX_SYMBOLS;
 use crate::library::{Library, Loaded, Namespace};
 use crate::SetupError;
 

@@ -1,19 +1,9 @@
 //! The one API over every backend: make a domain, call into it, get a result or a violation.
 
 use crate::config::{Backend, Config};
+use crate::executor::Executor;
 use crate::frame::{run, Crossing, Entry, Io, ARGS_MAX, RESULT_MAX};
-use crate::region::IoArea;
 use crate::violation::{SetupError, Violation, ViolationKind};
-
-/// What every backend does for a [`Domain`].
-pub(crate) trait Executor: Send {
-    /// The I/O area as the trusted side addresses it.
-    fn area(&self) -> IoArea;
-    /// Runs the call prepared in the frame through `entry`.
-    fn execute(&mut self, entry: Entry) -> Result<(), ViolationKind>;
-    /// Throws the domain's state away after a violation; the next call finds a fresh domain.
-    fn discard(&mut self);
-}
 
 /// A loaded C library in its own domain. Calls take `&mut self`: one call at a time, and the
 /// domain's memory is the caller's to fill and read between calls.

@@ -1,7 +1,7 @@
 //! What a call puts into a domain's memory and how the domain side runs it. The same code runs
 //! in every backend: in process on the domain's stack (MPK), or in the helper process.
 
-use crate::config::MAX_SYMBOLS;
+use crate::library::MAX_SYMBOLS;
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 /// Bytes for a call's arguments, and for its result.

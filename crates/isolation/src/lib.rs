@@ -29,6 +29,7 @@
 mod config;
 mod direct;
 mod domain;
+mod executor;
 mod frame;
 mod library;
 mod mpk;
@@ -44,5 +45,5 @@ pub use config::{Backend, BackendChoice, Config};
 pub use direct::Direct;
 pub use domain::{Domain, Reply};
 pub use frame::{Crossing, Io};
-pub use library::Library;
+pub use library::{Library, MAX_SYMBOLS};
 pub use violation::{SetupError, Violation, ViolationKind};

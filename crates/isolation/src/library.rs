@@ -1,10 +1,12 @@
 //! The C library a domain isolates: one installed on the system (found by the dynamic loader's
 //! search), or one embedded in the program as ELF bytes (loaded from a memfd).
 
-use crate::config::MAX_SYMBOLS;
 use crate::SetupError;
 use std::ffi::{CStr, CString};
 use std::os::fd::FromRawFd;
+
+/// Most symbols a domain resolves; [`crate::Io::symbol`] takes their index.
+pub const MAX_SYMBOLS: usize = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Library {

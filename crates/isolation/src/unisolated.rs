@@ -1,9 +1,10 @@
 //! The direct call through the same API: the library in the process's own namespace, no
 //! protection. What the bench compares the backends against; a fault here ends the process.
 
-use crate::config::{Config, MAX_SYMBOLS};
-use crate::domain::Executor;
+use crate::config::Config;
+use crate::executor::Executor;
 use crate::frame::{Entry, Invocation};
+use crate::library::MAX_SYMBOLS;
 use crate::library::{Loaded, Namespace};
 use crate::region::{io_bytes, IoArea, Mapping};
 use crate::violation::{SetupError, ViolationKind};

@@ -4,7 +4,6 @@
 //! output area, and the frames it drops go back to the pool. A fault in the filter costs the
 //! burst (dropped whole: fail closed) and is counted; the domain is re-created for the next.
 
-use crate::fwd::BATCH;
 use isolation::cases::filter::{self, STRIDE};
 use isolation::Domain;
 use ixgbe::queues::{Batch, BufferPool};
@@ -21,8 +20,9 @@ pub struct Filter {
 impl Filter {
     /// The filter in a domain of the backend the host allows (MPK with PKU, a helper process
     /// elsewhere; `SAFENIC_ISOLATION_BACKEND` chooses).
-    pub fn new(blocked_port: u16) -> Result<Filter, String> {
-        let domain = Domain::new(filter::config(BATCH)).map_err(|e| format!("--filter: {e}"))?;
+    /// For bursts of at most `burst` frames.
+    pub fn new(blocked_port: u16, burst: usize) -> Result<Filter, String> {
+        let domain = Domain::new(filter::config(burst)).map_err(|e| format!("--filter: {e}"))?;
         Ok(Filter { domain, blocked_port, filtered: 0, violations: 0 })
     }
 
@@ -31,7 +31,7 @@ impl Filter {
     }
 
     /// Keeps in `batch` the frames the filter forwards; the others go back to `pool`.
-    pub fn apply<'a>(&mut self, batch: &mut Batch<'a, BATCH>, pool: &mut BufferPool<'a>) {
+    pub fn apply<'a, const B: usize>(&mut self, batch: &mut Batch<'a, B>, pool: &mut BufferPool<'a>) {
         let count = batch.len();
         let area = self.domain.input_area();
         for (b, header) in batch.iter_mut().zip(area.chunks_exact_mut(STRIDE)) {
@@ -40,10 +40,10 @@ impl Filter {
             header[..len].copy_from_slice(&bytes[..len]);
             header[len..].fill(0);
         }
-        let mut verdicts = [0u8; BATCH];
+        let mut verdicts = [0u8; B];
         match self.domain.call_prepared(&[count as u32, self.blocked_port as u32], count * STRIDE, filter::burst) {
             Ok(reply) => {
-                let n = reply.output.len().min(BATCH);
+                let n = reply.output.len().min(B);
                 verdicts[..n].copy_from_slice(&reply.output[..n]);
             }
             Err(_) => self.violations += 1,

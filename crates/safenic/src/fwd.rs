@@ -211,7 +211,7 @@ pub fn run(o: &Options) -> Result<(), String> {
         );
     }
     // Before the devices: the process backend starts its helper now.
-    let mut filter = o.filter.map(Filter::new).transpose()?;
+    let mut filter = o.filter.map(|port| Filter::new(port, BATCH)).transpose()?;
     platform::signals::install_termination_flag().map_err(|e| format!("installing signal handlers: {e}"))?;
     if let Some(cpu) = o.cpu {
         platform::sched::pin_current_thread(cpu).map_err(|e| format!("pinning to CPU {cpu}: {e}"))?;

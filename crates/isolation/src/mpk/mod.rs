@@ -11,7 +11,7 @@ mod trampoline;
 mod watchdog;
 
 use crate::config::Config;
-use crate::domain::Executor;
+use crate::executor::Executor;
 use crate::frame::{Entry, Invocation};
 use crate::region::{io_bytes, page_up, IoArea, Mapping};
 use crate::violation::{SetupError, ViolationKind};

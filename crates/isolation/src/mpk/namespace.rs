@@ -4,7 +4,7 @@
 //! libc's, the heap's state) is tagged with the domain's key and snapshotted: a discard writes
 //! the snapshot back, so a fault cannot leave the library or its allocator half-updated.
 
-use crate::config::MAX_SYMBOLS;
+use crate::library::MAX_SYMBOLS;
 use crate::library::{Library, Loaded, Namespace as Where, DOMAIN_HEAP};
 use crate::SetupError;
 use std::collections::HashSet;

@@ -3,10 +3,41 @@
 //! is recorded and the thread resumes at the trampoline's rewind; any other goes to the handler
 //! that was installed before (Rust's stack-overflow handler, or the default action).
 
-use super::trampoline::{isolation_mpk_rewind, isolation_mpk_signal_entry, isolation_mpk_state};
+use super::trampoline::{isolation_mpk_rewind, isolation_mpk_state};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
+
+// The handler the kernel calls. The kernel writes a signal's frame with the interrupted code's
+// rights and enters a handler with key 0 alone, so the alternate signal stack carries a key
+// every domain may write (the signal key), and these first instructions grant it before
+// anything touches that stack; then on to `on_signal`.
+std::arch::global_asm!(
+    r#"
+    .text
+    .p2align 4
+    .globl isolation_mpk_signal_entry
+    .hidden isolation_mpk_signal_entry
+    .type isolation_mpk_signal_entry,@function
+isolation_mpk_signal_entry:
+    mov r10, rdx
+    xor ecx, ecx
+    xor edx, edx
+    rdpkru
+    and eax, dword ptr [rip + {mask}]
+    xor ecx, ecx
+    xor edx, edx
+    wrpkru
+    mov rdx, r10
+    jmp {handler}
+    "#,
+    mask = sym SIGNAL_STACK_RIGHTS,
+    handler = sym on_signal,
+);
+
+extern "C" {
+    fn isolation_mpk_signal_entry();
+}
 
 /// The signals a faulting domain raises.
 const FAULTS: [i32; 6] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGTRAP, libc::SIGABRT];

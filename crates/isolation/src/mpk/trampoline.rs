@@ -4,10 +4,6 @@
 //! writes the trusted rights back from thread-local storage, checks that they were written,
 //! and returns on the trusted stack. A fault inside the domain resumes at `rewind` instead
 //! (signals.rs), which does the same with a non-zero result.
-//!
-//! The kernel writes a signal's frame with the interrupted code's rights, so the alternate
-//! signal stack carries a key that every domain may write (the signal key), and the handler's
-//! first instructions grant it before anything touches that stack.
 
 use std::arch::global_asm;
 
@@ -102,24 +98,7 @@ isolation_mpk_rewind:
 3:
     ud2
 
-    .p2align 4
-    .globl isolation_mpk_signal_entry
-    .hidden isolation_mpk_signal_entry
-    .type isolation_mpk_signal_entry,@function
-isolation_mpk_signal_entry:
-    mov r10, rdx
-    xor ecx, ecx
-    xor edx, edx
-    rdpkru
-    and eax, dword ptr [rip + {mask}]
-    xor ecx, ecx
-    xor edx, edx
-    wrpkru
-    mov rdx, r10
-    jmp {handler}
-    "#,
-    mask = sym super::signals::SIGNAL_STACK_RIGHTS,
-    handler = sym super::signals::on_signal,
+    "#
 );
 
 extern "C" {
@@ -133,9 +112,6 @@ extern "C" {
         stack_top: usize,
         pkru: u32,
     ) -> u32;
-    /// The handler the kernel calls: it first grants itself the signal stack's key (the kernel
-    /// enters a handler with only key 0), then jumps to `signals::on_signal`.
-    pub(crate) fn isolation_mpk_signal_entry();
     /// Where a signal handler sends a faulting domain (never called).
     pub(crate) fn isolation_mpk_rewind();
 }

@@ -5,8 +5,8 @@
 //! between the two processes' load addresses of one anchor: same file, same offsets.
 
 use super::control::{publish, wait_change, Control, CONTROL_BYTES};
-use crate::config::MAX_SYMBOLS;
 use crate::frame::{Entry, Frame, Invocation, RESULT_MAX};
+use crate::library::MAX_SYMBOLS;
 use crate::library::{Library, Loaded, Namespace};
 use crate::region::{io_bytes, IoArea};
 use std::sync::atomic::{AtomicPtr, Ordering};

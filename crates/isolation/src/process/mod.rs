@@ -9,7 +9,7 @@ mod helper;
 mod seccomp;
 
 use crate::config::Config;
-use crate::domain::Executor;
+use crate::executor::Executor;
 use crate::frame::Entry;
 use crate::library::memfd_with;
 use crate::region::{io_bytes, IoArea, Mapping};
