@@ -37,7 +37,7 @@ pub enum BackendChoice {
 /// A domain's recipe.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub(crate) library: Library,
+    pub(crate) c_library: Library,
     pub(crate) symbols: Vec<&'static str>,
     pub(crate) backend: BackendChoice,
     pub(crate) heap_bytes: usize,
@@ -53,7 +53,7 @@ impl Config {
     /// A domain for `library`, resolving `symbols` (at most [`MAX_SYMBOLS`]) in it.
     pub fn new(library: Library, symbols: &[&'static str]) -> Config {
         Config {
-            library,
+            c_library: library,
             symbols: symbols.to_vec(),
             backend: BackendChoice::Auto,
             heap_bytes: 64 << 20,

@@ -3,6 +3,7 @@
 use crate::config::{Backend, Config};
 use crate::executor::Executor;
 use crate::frame::{run, Crossing, Entry, Io, ARGS_MAX, RESULT_MAX};
+use crate::region::IoArea;
 use crate::violation::{SetupError, Violation, ViolationKind};
 
 /// A loaded C library in its own domain. Calls take `&mut self`: one call at a time, and the
@@ -57,7 +58,7 @@ impl Domain {
         // SAFETY: the input area holds input_cap bytes of domain memory that nothing borrows
         // while the domain is not running (&mut self); `input` is the caller's.
         unsafe { std::ptr::copy_nonoverlapping(input.as_ptr(), area.input(), input.len()) };
-        self.call_prepared(args, input.len(), function)
+        self.run_in(area, args, input.len(), function)
     }
 
     /// The input area, to be filled in place and passed to [`Domain::call_prepared`]: the
@@ -76,8 +77,19 @@ impl Domain {
         input_len: usize,
         function: fn(&A, &mut Io<'_>) -> R,
     ) -> Result<Reply<'_, R>, Violation> {
-        const { assert!(std::mem::size_of::<A>() <= ARGS_MAX && std::mem::size_of::<R>() <= RESULT_MAX) };
         let area = self.executor.area();
+        self.run_in(area, args, input_len, function)
+    }
+
+    /// The call, with the I/O area the executor gave for it (looked up once per call).
+    fn run_in<A: Crossing, R: Crossing>(
+        &mut self,
+        area: IoArea,
+        args: &A,
+        input_len: usize,
+        function: fn(&A, &mut Io<'_>) -> R,
+    ) -> Result<Reply<'_, R>, Violation> {
+        const { assert!(std::mem::size_of::<A>() <= ARGS_MAX && std::mem::size_of::<R>() <= RESULT_MAX) };
         let input_len = input_len.min(area.input_cap);
         let entry: Entry = run::<A, R>;
         // SAFETY: the frame is domain memory, not running and not borrowed (&mut self).

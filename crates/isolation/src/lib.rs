@@ -36,6 +36,7 @@ mod mpk;
 pub mod pku;
 mod process;
 mod region;
+mod signal_stack;
 mod unisolated;
 mod violation;
 

@@ -18,7 +18,7 @@ pub(crate) struct Unisolated {
 
 impl Unisolated {
     pub fn new(config: &Config) -> Result<Unisolated, SetupError> {
-        let library = Loaded::open(&config.library, Namespace::Main)?;
+        let library = Loaded::open(&config.c_library, Namespace::Main)?;
         let symbols = library.symbols(&config.symbols)?;
         let memory =
             Mapping::new(io_bytes(config.input_bytes, config.output_bytes), libc::PROT_READ | libc::PROT_WRITE, None)?;

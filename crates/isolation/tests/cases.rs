@@ -3,7 +3,7 @@
 //! small fuzz corpus never harm the caller. On a host without PKU the MPK half runs in a guest
 //! (`make test-mpk`).
 
-use isolation::cases::{png as libpng, snappy};
+use isolation::cases::{png as libpng, sample, snappy};
 use isolation::{Backend, BackendChoice, Config, Direct, Domain};
 
 fn backends() -> Vec<Backend> {
@@ -17,21 +17,6 @@ fn backends() -> Vec<Backend> {
 fn domain(config: Config, backend: Backend) -> Domain {
     let config = config.backend(BackendChoice::Require(backend)).io_bytes(4 << 20, 4 << 20);
     Domain::new(config).unwrap_or_else(|e| panic!("a {backend} domain: {e}"))
-}
-
-/// Bytes that compress somewhat: text-like runs with a pseudo-random walk.
-fn sample(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed;
-    (0..len)
-        .map(|i| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            if (x >> 60) < 10 {
-                b'a' + (i % 23) as u8
-            } else {
-                (x >> 33) as u8
-            }
-        })
-        .collect()
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! `safenic bench-dpdk`: the Rust l2fwd beside DPDK's C l2fwd (`bench::l2fwd`), printed and
 //! spliced into docs/results.md.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Where `--splice` puts the tables.
 pub const SPLICE_BEGIN: &str = "<!-- safenic bench-dpdk: begin -->";
@@ -86,14 +86,7 @@ pub fn run(a: &Args) -> Result<(), String> {
     );
     println!("{text}");
     if let Some(file) = &a.splice {
-        splice_into(file, &text)?;
+        crate::report::splice_file(file, (SPLICE_BEGIN, SPLICE_END), &text)?;
     }
     Ok(())
-}
-
-fn splice_into(file: &Path, text: &str) -> Result<(), String> {
-    let old = std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
-    let new = crate::report::splice_between(&old, (SPLICE_BEGIN, SPLICE_END), text)
-        .map_err(|e| format!("{}: {e}", file.display()))?;
-    std::fs::write(file, new).map_err(|e| format!("writing {}: {e}", file.display()))
 }

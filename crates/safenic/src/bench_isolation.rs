@@ -1,7 +1,7 @@
 //! `safenic bench-isolation`: the cost of crates/isolation's domains against the direct call
 //! (`bench::isolation`), printed and spliced into docs/results.md.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub const SPLICE_BEGIN: &str = "<!-- safenic bench-isolation: begin -->";
@@ -29,14 +29,7 @@ pub fn run(a: &Args) -> Result<(), String> {
         format!("`make bench-isolation` (`safenic bench-isolation`).\n\n{}", bench::isolation::markdown(&report));
     println!("{text}");
     if let Some(file) = &a.splice {
-        splice_into(file, &text)?;
+        crate::report::splice_file(file, (SPLICE_BEGIN, SPLICE_END), &text)?;
     }
     Ok(())
-}
-
-fn splice_into(file: &Path, text: &str) -> Result<(), String> {
-    let old = std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
-    let new = crate::report::splice_between(&old, (SPLICE_BEGIN, SPLICE_END), text)
-        .map_err(|e| format!("{}: {e}", file.display()))?;
-    std::fs::write(file, new).map_err(|e| format!("writing {}: {e}", file.display()))
 }

@@ -71,10 +71,7 @@ pub fn run(o: &Options) -> Result<(), String> {
         std::fs::write(&file, json).map_err(|e| format!("writing {}: {e}", file.display()))?;
     }
     if let Some(file) = &o.splice {
-        let old = std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
-        let new = crate::report::splice_between(&old, (SPLICE_BEGIN, SPLICE_END), &table)
-            .map_err(|e| format!("{}: {e}", file.display()))?;
-        std::fs::write(file, new).map_err(|e| format!("writing {}: {e}", file.display()))?;
+        crate::report::splice_file(file, (SPLICE_BEGIN, SPLICE_END), &table)?;
     }
     Ok(())
 }

@@ -334,6 +334,13 @@ fn splice(document: &str, text: &str) -> Result<String, String> {
     splice_between(document, (SPLICE_BEGIN, SPLICE_END), text)
 }
 
+/// [`splice_between`] on the Markdown file `file`, written back.
+pub(crate) fn splice_file(file: &std::path::Path, markers: (&str, &str), text: &str) -> Result<(), String> {
+    let old = std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+    let new = splice_between(&old, markers, text).map_err(|e| format!("{}: {e}", file.display()))?;
+    std::fs::write(file, new).map_err(|e| format!("writing {}: {e}", file.display()))
+}
+
 /// Replaces what lies between the markers `begin` and `end` in `document` with `text`.
 pub(crate) fn splice_between(document: &str, (begin, end): (&str, &str), text: &str) -> Result<String, String> {
     let missing = || format!("no `{begin}` … `{end}` markers: add them, on lines of their own, where the results go");

@@ -84,7 +84,7 @@ fn measure(w: &Workload, options: &Options, mpk_available: bool, helper_cpu: Opt
     let config = || -> Config {
         w.config().io_bytes(8 << 20, 8 << 20).timeout(Some(Duration::from_secs(30))).helper_cpu(helper_cpu)
     };
-    let direct = Direct::new(w.library, w.symbols).map_err(|e| format!("{}: {e}", w.name))?;
+    let direct = Direct::new(w.c_library, w.symbols).map_err(|e| format!("{}: {e}", w.name))?;
     let mut process = Domain::new(config().backend(BackendChoice::Require(Backend::Process)))
         .map_err(|e| format!("{}: {e}", w.name))?;
     let mut mpk = if mpk_available {

@@ -1,12 +1,12 @@
 //! What the isolation bench calls: the empty call, buffers of three sizes, snappy at the sizes
 //! of SDRaD-FFI's study and libpng decoding at its image sizes.
 
-use isolation::cases::{broken, png as libpng, snappy};
+use isolation::cases::{broken, png as libpng, sample, snappy};
 use isolation::{Config, Io, Library};
 
 pub struct Workload {
     pub name: String,
-    pub library: Library,
+    pub c_library: Library,
     pub symbols: &'static [&'static str],
     pub function: fn(&u64, &mut Io<'_>) -> u64,
     pub input: Vec<u8>,
@@ -17,7 +17,7 @@ pub struct Workload {
 
 impl Workload {
     pub fn config(&self) -> Config {
-        Config::new(self.library, self.symbols)
+        Config::new(self.c_library, self.symbols)
     }
 }
 
@@ -47,7 +47,7 @@ pub fn all() -> Vec<Workload> {
     let mut all = Vec::new();
     let broken_lib = |name: &str, function: fn(&u64, &mut Io<'_>) -> u64, input: Vec<u8>| Workload {
         name: name.to_string(),
-        library: Library::broken(),
+        c_library: Library::broken(),
         symbols: &broken::SYMBOLS,
         function,
         input,
@@ -61,7 +61,7 @@ pub fn all() -> Vec<Workload> {
         let input = sample(bytes, 2);
         all.push(Workload {
             name: format!("snappy compress, {}", size(bytes)),
-            library: snappy::LIBRARY,
+            c_library: snappy::LIBRARY,
             symbols: &snappy::SYMBOLS,
             function: snappy::compress,
             input: input.clone(),
@@ -69,7 +69,7 @@ pub fn all() -> Vec<Workload> {
         });
         all.push(Workload {
             name: format!("snappy uncompress, {}", size(bytes)),
-            library: snappy::LIBRARY,
+            c_library: snappy::LIBRARY,
             symbols: &snappy::SYMBOLS,
             function: snappy::uncompress,
             input: compressed(&input),
@@ -81,7 +81,7 @@ pub fn all() -> Vec<Workload> {
         let file = png_file(side);
         all.push(Workload {
             name: format!("libpng decode, {side}×{side} ({})", size(file.len())),
-            library: libpng::LIBRARY,
+            c_library: libpng::LIBRARY,
             symbols: &libpng::SYMBOLS,
             function: decode,
             input: file,
@@ -98,21 +98,6 @@ fn size(bytes: usize) -> String {
         b if b >= 1000 => format!("{:.1} KB", b as f64 / 1000.0),
         b => format!("{b} B"),
     }
-}
-
-/// Text-like runs mixed with noise: snappy compresses it about 2:1.
-pub fn sample(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed;
-    (0..len)
-        .map(|i| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            if (x >> 60) < 10 {
-                b'a' + (i % 23) as u8
-            } else {
-                (x >> 33) as u8
-            }
-        })
-        .collect()
 }
 
 fn compressed(input: &[u8]) -> Vec<u8> {

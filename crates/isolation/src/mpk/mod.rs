@@ -26,7 +26,7 @@ const GUARD: usize = 4096;
 /// What a domain keeps across discards, and what a dropped domain leaves for the next one of
 /// the same library: a link namespace cannot be unloaded, and keys are few (15).
 struct Core {
-    library: &'static str,
+    library_name: &'static str,
     sizes: (usize, usize, usize, usize),
     key: u32,
     memory: Mapping,
@@ -53,10 +53,10 @@ impl MpkDomain {
     pub fn new(config: &Config) -> Result<MpkDomain, SetupError> {
         signals::install().map_err(SetupError)?;
         let sizes = (config.stack_bytes, config.heap_bytes, config.input_bytes, config.output_bytes);
-        let name = config.library.name();
+        let name = config.c_library.name();
         let pooled = {
             let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
-            pool.iter().position(|c| c.library == name && c.sizes == sizes).map(|i| pool.swap_remove(i))
+            pool.iter().position(|c| c.library_name == name && c.sizes == sizes).map(|i| pool.swap_remove(i))
         };
         let mut core = match pooled {
             Some(core) => core,
@@ -91,10 +91,10 @@ impl Core {
             crate::pku::protect(address, len, libc::PROT_READ | libc::PROT_WRITE, key)
                 .map_err(|e| SetupError(format!("tagging a domain's memory with key {key}: {e}")))?;
         }
-        let namespace = LibraryNamespace::load(&config.library, &config.symbols, heap.0, heap.1, key)?;
+        let namespace = LibraryNamespace::load(&config.c_library, &config.symbols, heap.0, heap.1, key)?;
         let area = IoArea { base: io_base as *mut u8, input_cap: config.input_bytes, output_cap: config.output_bytes };
         let sizes = (config.stack_bytes, config.heap_bytes, config.input_bytes, config.output_bytes);
-        Ok(Core { library: config.library.name(), sizes, key, memory, stack, heap, area, namespace })
+        Ok(Core { library_name: config.c_library.name(), sizes, key, memory, stack, heap, area, namespace })
     }
 
     /// Back to the state right after loading: the library's data from the snapshot, the

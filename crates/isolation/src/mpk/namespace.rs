@@ -4,8 +4,7 @@
 //! libc's, the heap's state) is tagged with the domain's key and snapshotted: a discard writes
 //! the snapshot back, so a fault cannot leave the library or its allocator half-updated.
 
-use crate::library::MAX_SYMBOLS;
-use crate::library::{Library, Loaded, Namespace as Where, DOMAIN_HEAP};
+use crate::library::{Library, Loaded, Namespace as Where, DOMAIN_HEAP, MAX_SYMBOLS};
 use crate::SetupError;
 use std::collections::HashSet;
 
@@ -17,7 +16,7 @@ struct Segment {
 
 pub(crate) struct LibraryNamespace {
     _heap: Loaded,
-    library: Loaded,
+    loaded: Loaded,
     pub symbols: [usize; MAX_SYMBOLS],
     segments: Vec<Segment>,
 }
@@ -59,7 +58,7 @@ impl LibraryNamespace {
             let snapshot = unsafe { std::slice::from_raw_parts(address as *const u8, len) }.to_vec();
             segments.push(Segment { address, snapshot });
         }
-        Ok(LibraryNamespace { _heap: heap_object, library: loaded, symbols: table, segments })
+        Ok(LibraryNamespace { _heap: heap_object, loaded, symbols: table, segments })
     }
 
     /// Writes the snapshot back. The caller's thread has the domain's key.
@@ -72,7 +71,7 @@ impl LibraryNamespace {
 
     /// Resolves `symbols` in the library (a pooled namespace serves a new domain's list).
     pub fn resolve(&mut self, symbols: &[&str]) -> Result<(), SetupError> {
-        self.symbols = self.library.symbols(symbols)?;
+        self.symbols = self.loaded.symbols(symbols)?;
         Ok(())
     }
 }

@@ -4,6 +4,7 @@
 //! that was installed before (Rust's stack-overflow handler, or the default action).
 
 use super::trampoline::{isolation_mpk_rewind, isolation_mpk_state};
+use crate::signal_stack::FAULT_SIGNALS as FAULTS;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
@@ -38,9 +39,6 @@ isolation_mpk_signal_entry:
 extern "C" {
     fn isolation_mpk_signal_entry();
 }
-
-/// The signals a faulting domain raises.
-const FAULTS: [i32; 6] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGTRAP, libc::SIGABRT];
 
 /// The watchdog's signal to a thread whose call ran out of time.
 pub(crate) fn timeout_signal() -> i32 {
@@ -121,29 +119,7 @@ pub(crate) fn prepare_thread() -> Result<(), String> {
         return Ok(());
     }
     unregister_rseq()?;
-    let size = 64 * 1024;
-    // SAFETY: a new anonymous mapping, kept for the thread's lifetime (a few pages per thread
-    // that ever calls into an MPK domain).
-    let stack = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            size,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if stack == libc::MAP_FAILED {
-        return Err(format!("mapping a signal stack: {}", std::io::Error::last_os_error()));
-    }
-    crate::pku::protect(stack as usize, size, libc::PROT_READ | libc::PROT_WRITE, signal_key())
-        .map_err(|e| format!("tagging the signal stack: {e}"))?;
-    let new = libc::stack_t { ss_sp: stack, ss_flags: 0, ss_size: size };
-    // SAFETY: the stack is mapped and stays mapped.
-    if unsafe { libc::sigaltstack(&new, std::ptr::null_mut()) } != 0 {
-        return Err(format!("sigaltstack: {}", std::io::Error::last_os_error()));
-    }
+    crate::signal_stack::install_alternate_stack(Some(signal_key()))?;
     PREPARED.with(|c| c.set(true));
     Ok(())
 }

@@ -30,13 +30,13 @@ pub(crate) struct Spec {
     pub anchor: usize,
     pub spin: Duration,
     pub cpu: Option<usize>,
-    pub library: Library,
+    pub c_library: Library,
     pub symbols: Vec<&'static str>,
 }
 
 impl Spec {
     pub fn encode(&self) -> String {
-        let library = match self.library {
+        let library = match self.c_library {
             Library::System(name) => format!("s={name}"),
             Library::Embedded { name, elf } => format!("e={name}@{:x}+{}", elf.as_ptr() as usize, elf.len()),
         };
@@ -186,31 +186,12 @@ fn pin(cpu: usize) -> Result<(), String> {
 
 static CONTROL: AtomicPtr<Control> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Signals a memory error or an abort raises: the helper records which (for the caller's
-/// violation) and then dies of it, as it would have.
-const FAULTS: [i32; 6] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGTRAP, libc::SIGABRT];
-
+/// The helper records which fault signal ends it (for the caller's violation) and then dies of
+/// it, as it would have.
 fn report_faults(control: &Control) -> Result<(), String> {
     CONTROL.store(control as *const Control as *mut Control, Ordering::SeqCst);
-    let size = 64 * 1024;
-    // SAFETY: a new anonymous mapping for the helper's alternate signal stack, kept for good.
-    let stack = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            size,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if stack == libc::MAP_FAILED {
-        return Err(format!("mapping a signal stack: {}", std::io::Error::last_os_error()));
-    }
-    let alternate = libc::stack_t { ss_sp: stack, ss_flags: 0, ss_size: size };
-    // SAFETY: the stack is mapped and stays mapped.
-    unsafe { libc::sigaltstack(&alternate, std::ptr::null_mut()) };
-    for signal in FAULTS {
+    crate::signal_stack::install_alternate_stack(None)?;
+    for signal in crate::signal_stack::FAULT_SIGNALS {
         // SAFETY: plain data, then a valid sigaction call with an async-signal-safe handler.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();

@@ -60,7 +60,7 @@ impl ProcessDomain {
             anchor: helper::anchor(),
             spin: config.spin,
             cpu: config.helper_cpu,
-            library: config.library,
+            c_library: config.c_library,
             symbols: config.symbols.clone(),
         }
         .encode();
