@@ -16,6 +16,7 @@ pub mod exec;
 pub mod flow_control;
 pub mod guardian;
 pub mod histogram;
+pub mod iofs;
 pub mod lint;
 pub mod ownership;
 pub mod pciconfig;

@@ -14,6 +14,7 @@ pub mod before_main;
 pub mod confine;
 pub mod error;
 pub mod fs;
+pub mod fuse;
 pub mod hugepage;
 pub mod keeper;
 mod landlock;
