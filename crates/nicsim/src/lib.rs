@@ -26,4 +26,5 @@ pub mod regs;
 pub mod server;
 pub mod session;
 pub mod sysfs;
+pub mod virtio;
 pub mod wire;

@@ -37,6 +37,11 @@ pub enum Rule {
     TxFrameSize,
     /// Two or more processes map the function's BAR0 at once: two drivers own one device.
     SharedFunction,
+    /// A virtqueue the driver broke: a descriptor index outside the table, a chain that loops,
+    /// buffers in the wrong order or too small [virtio 1.2 §2.7].
+    VirtqueueMalformed,
+    /// A virtio-net header asking for what was not negotiated (GSO, checksum) [virtio 1.2 §5.1.6.2].
+    VirtioHeader,
 }
 
 impl Rule {
@@ -56,6 +61,8 @@ impl Rule {
             Rule::InvalidTxDescriptor => "invalid-tx-descriptor",
             Rule::TxFrameSize => "tx-frame-size",
             Rule::SharedFunction => "shared-function",
+            Rule::VirtqueueMalformed => "virtqueue-malformed",
+            Rule::VirtioHeader => "virtio-header",
         }
     }
 }
@@ -96,6 +103,11 @@ impl Lints {
 
     /// Records a warning; repeats of the same (register, rule) only bump its count.
     pub fn warn(&mut self, offset: u32, value: u32, rule: Rule, message: String) {
+        self.warn_named(&crate::regs::name_of(offset), offset, value, rule, message)
+    }
+
+    /// As [`Self::warn`], for a register that is not the 82599's: `register` names it.
+    pub fn warn_named(&mut self, register: &str, offset: u32, value: u32, rule: Rule, message: String) {
         if let Some(e) = self.entries.iter_mut().find(|e| e.offset == offset && e.rule == rule) {
             e.count += 1;
             e.value = value;
@@ -105,7 +117,7 @@ impl Lints {
         if self.entries.len() >= MAX_DISTINCT {
             return;
         }
-        let register = crate::regs::name_of(offset);
+        let register = register.to_string();
         eprintln!("nicsim: lint: port {}: {register} = {value:#010x}: {message}", self.port);
         self.entries.push(LintWarning { port: self.port, register, offset, value, rule, message, count: 1 });
     }
@@ -139,6 +151,8 @@ mod tests {
             Rule::InvalidTxDescriptor,
             Rule::TxFrameSize,
             Rule::SharedFunction,
+            Rule::VirtqueueMalformed,
+            Rule::VirtioHeader,
         ] {
             let json = serde_json::to_string(&rule).unwrap();
             assert_eq!(json, format!("\"{}\"", rule.name()));

@@ -57,6 +57,10 @@ enum Cmd {
         /// never answers, and drivers carry on without a module).
         #[arg(long, value_enum, default_value_t = SfpCage::Sr)]
         sfp: SfpCage,
+        /// What the ports are: `82599` or `virtio-net` for all, or one per port, comma-separated
+        /// (`--device 82599,virtio-net`; the last applies to the ports beyond the list).
+        #[arg(long, value_delimiter = ',', value_parser = device_kind, default_value = "82599")]
+        device: Vec<nicsim::pciconfig::Kind>,
     },
     /// Run CMD in a private mount namespace where nicsim's functions are /sys/bus/pci/devices.
     Exec {
@@ -265,6 +269,14 @@ fn parse_cable(s: &str) -> Result<(usize, usize), String> {
     Ok((a.parse().map_err(|_| "bad port")?, b.parse().map_err(|_| "bad port")?))
 }
 
+fn device_kind(s: &str) -> Result<nicsim::pciconfig::Kind, String> {
+    match s {
+        "82599" => Ok(nicsim::pciconfig::Kind::Ixgbe),
+        "virtio-net" => Ok(nicsim::pciconfig::Kind::VirtioNet),
+        _ => Err("a device is 82599 or virtio-net".into()),
+    }
+}
+
 fn parse_direction(s: &str) -> Result<Captured, String> {
     match s {
         "tx" => Ok(Captured::Tx),
@@ -356,7 +368,7 @@ fn main() -> ExitCode {
 fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
     let session = Session::connect(root);
     match cmd {
-        Cmd::Serve { ports, cable, link_gbps, cpu, bound, link_up_ms, sfp } => {
+        Cmd::Serve { ports, cable, link_gbps, cpu, bound, link_up_ms, sfp, device } => {
             platform::signals::install_termination_flag().map_err(|e| e.to_string())?;
             let link_up = Duration::from_millis(link_up_ms);
             let opts = ServeOptions {
@@ -368,6 +380,7 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
                 bound,
                 link_up,
                 sfp: sfp == SfpCage::Sr,
+                devices: device,
             };
             let creates_root = !root.exists();
             let server = Server::start(&opts)?;

@@ -1,4 +1,5 @@
-//! PCI configuration space of one 82599ES function [DS 9.3].
+//! PCI configuration space of one 82599ES function [DS 9.3], or of a transitional virtio-net
+//! function [virtio 1.2 §4.1.2].
 //!
 //! The `config` file is shared between the driver (pread/pwrite, as through sysfs) and nicsim,
 //! which polls it: read-only fields are restored when overwritten, COMMAND's memory-space and
@@ -63,8 +64,48 @@ pub fn image(bar0_phys: u64) -> [u8; MODELLED] {
     c
 }
 
+/// A legacy virtio-net function's space: Red Hat's IDs, the transitional device ID with
+/// subsystem 1 (network) and revision 0 [virtio 1.2 §4.1.2.1], and BAR0, the legacy
+/// registers, in I/O space at `io_base` [virtio 1.2 §4.1.4.8]. I/O decoding is on, bus
+/// mastering off.
+pub fn image_virtio(io_base: u32) -> [u8; MODELLED] {
+    let mut c = [0u8; MODELLED];
+    let put16 = |c: &mut [u8; MODELLED], o: usize, v: u16| c[o..o + 2].copy_from_slice(&v.to_le_bytes());
+    let put32 = |c: &mut [u8; MODELLED], o: usize, v: u32| c[o..o + 4].copy_from_slice(&v.to_le_bytes());
+    put16(&mut c, 0x00, crate::virtio::VENDOR_VIRTIO);
+    put16(&mut c, 0x02, crate::virtio::DEVICE_NET_TRANSITIONAL);
+    put16(&mut c, COMMAND, COMMAND_IO);
+    put32(&mut c, 0x08, 0x0200_0000); // class 02/00/00 (Ethernet), revision 0
+    put32(&mut c, BAR0, (io_base & VIRTIO_BAR0_MASK) | 1);
+    put16(&mut c, 0x2C, crate::virtio::VENDOR_VIRTIO);
+    put16(&mut c, 0x2E, crate::virtio::SUBSYSTEM_NET);
+    c[0x3D] = 0x01; // INTA
+    c
+}
+
+/// I/O-space decoding in COMMAND.
+pub const COMMAND_IO: u16 = 1 << 0;
+/// The legacy registers take 32 bytes of I/O space: BAR0's address bits 31:5.
+const VIRTIO_BAR0_MASK: u32 = !(crate::virtio::legacy::BAR_LEN as u32 - 1);
+
+/// The kind of function a configuration space belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Ixgbe,
+    VirtioNet,
+}
+
 /// Which bytes software may change. Everything else is restored when overwritten.
-fn writable(offset: usize) -> u8 {
+fn writable(kind: Kind, offset: usize) -> u8 {
+    if kind == Kind::VirtioNet {
+        return match offset {
+            0x04 => (COMMAND_IMPLEMENTED & 0xFF) as u8,
+            0x05 => (COMMAND_IMPLEMENTED >> 8) as u8,
+            0x0C | 0x0D | 0x3C => 0xFF,
+            0x10..=0x13 => 0xFF, // BAR0 (sizing handled separately); BAR1-5 are not implemented
+            _ => 0,
+        };
+    }
     match offset {
         0x04 => (COMMAND_IMPLEMENTED & 0xFF) as u8,
         0x05 => (COMMAND_IMPLEMENTED >> 8) as u8,
@@ -79,6 +120,7 @@ fn writable(offset: usize) -> u8 {
 
 /// The device side of a function's configuration space.
 pub struct PciConfig {
+    kind: Kind,
     map: MappedRegion,
     shadow: [u8; MODELLED],
     scratch: [u8; MODELLED],
@@ -89,7 +131,14 @@ impl PciConfig {
     pub fn new(map: MappedRegion, bar0_phys: u64) -> Self {
         let shadow = image(bar0_phys);
         map.write_bytes(0, &shadow);
-        PciConfig { map, shadow, scratch: [0; MODELLED] }
+        PciConfig { kind: Kind::Ixgbe, map, shadow, scratch: [0; MODELLED] }
+    }
+
+    /// As [`Self::new`], for a legacy virtio-net function with its registers at `io_base`.
+    pub fn new_virtio(map: MappedRegion, io_base: u32) -> Self {
+        let shadow = image_virtio(io_base);
+        map.write_bytes(0, &shadow);
+        PciConfig { kind: Kind::VirtioNet, map, shadow, scratch: [0; MODELLED] }
     }
 
     /// The COMMAND register.
@@ -127,12 +176,17 @@ impl PciConfig {
         let old_command = self.command();
         let mut fixed = self.scratch;
         for (i, b) in fixed.iter_mut().enumerate() {
-            let w = writable(i);
+            let w = writable(self.kind, i);
             *b = (*b & w) | (self.shadow[i] & !w);
         }
-        // BAR0 low: address bits 31:17 are writable, type bits read 0100b (64-bit memory).
+        // BAR0 low: the 82599's address bits 31:17 are writable, type bits read 0100b (64-bit
+        // memory); the virtio function's bits 31:5, type 01b (I/O).
         let low = u32::from_le_bytes(fixed[BAR0..BAR0 + 4].try_into().expect("4 bytes"));
-        fixed[BAR0..BAR0 + 4].copy_from_slice(&((low & 0xFFFE_0000) | 0b100).to_le_bytes());
+        let bar0 = match self.kind {
+            Kind::Ixgbe => (low & 0xFFFE_0000) | 0b100,
+            Kind::VirtioNet => (low & VIRTIO_BAR0_MASK) | 1,
+        };
+        fixed[BAR0..BAR0 + 4].copy_from_slice(&bar0.to_le_bytes());
         if fixed != self.scratch {
             self.map.write_bytes(0, &fixed);
         }
@@ -167,6 +221,22 @@ mod tests {
         assert!(c.poll());
         assert_eq!(c.map.read_u32(0), 0x10FB_8086);
         assert_eq!(c.command(), COMMAND_IMPLEMENTED);
+        assert!(c.bus_master());
+    }
+
+    #[test]
+    fn a_virtio_function_has_an_io_bar_of_32_bytes() {
+        let mut c = PciConfig::new_virtio(MappedRegion::anonymous(CONFIG_LEN).unwrap(), 0xC040);
+        assert_eq!(c.map.read_u32(0), 0x1000_1AF4);
+        assert_eq!(c.map.read_u16(0x2E), 1, "subsystem: network");
+        assert_eq!(c.map.read_u32(0x10), 0xC041);
+        c.map.write_u32(0x10, 0xFFFF_FFFF);
+        c.map.write_u32(0x14, 0xFFFF_FFFF);
+        c.poll();
+        assert_eq!(c.map.read_u32(0x10), 0xFFFF_FFE1, "32 bytes of I/O space");
+        assert_eq!(c.map.read_u32(0x14), 0, "no BAR1");
+        c.map.write_u16(COMMAND, COMMAND_IO | COMMAND_BME);
+        c.poll();
         assert!(c.bus_master());
     }
 

@@ -4,8 +4,9 @@
 use crate::control::{Answer, Envelope, Info, PortInfo, Reply, Request};
 use crate::dma::ProcDmaSpace;
 use crate::engine::{self, Command, Engine};
+use crate::iofs::{IoFile, IoFs};
 use crate::ownership::ClaimFile;
-use crate::pciconfig::{PciConfig, CONFIG_LEN};
+use crate::pciconfig::{Kind, PciConfig, CONFIG_LEN};
 use crate::port::Port;
 use crate::regs::BAR0_LEN;
 use crate::sysfs;
@@ -45,6 +46,15 @@ pub struct ServeOptions {
     pub link_up: std::time::Duration,
     /// An SFP+ module in every cage (false: the cages are empty).
     pub sfp: bool,
+    /// What each port is (the last entry applies to ports beyond the list; empty: all 82599).
+    pub devices: Vec<Kind>,
+}
+
+impl ServeOptions {
+    /// What port `n` is.
+    pub fn device(&self, n: usize) -> Kind {
+        self.devices.get(n).or(self.devices.last()).copied().unwrap_or(Kind::Ixgbe)
+    }
 }
 
 /// A running server.
@@ -56,6 +66,8 @@ pub struct Server {
     engine: Option<std::thread::JoinHandle<Engine<ProcDmaSpace>>>,
     commands: Sender<Command>,
     bound: bool,
+    /// The I/O BARs of the virtio functions, while any exist.
+    io_bars: Option<IoFs>,
 }
 
 impl Server {
@@ -90,23 +102,62 @@ impl Server {
         let mut ports = Vec::new();
         let mut bar_files = Vec::new();
         let mut info_ports = Vec::new();
+        // The virtio functions' registers first: their files must exist before the links to them.
+        let io_dir = opts.root.join(sysfs::IO_BARS);
+        let virtio: Vec<(usize, Arc<crate::virtio::Shared>)> = (0..opts.ports)
+            .filter(|&n| opts.device(n) == Kind::VirtioNet)
+            .map(|n| (n, crate::virtio::Shared::new(crate::port::default_mac(n), crate::virtio::feature::LEGACY)))
+            .collect();
+        let io_bars = if virtio.is_empty() {
+            None
+        } else {
+            let files: Vec<(String, Arc<dyn IoFile>)> = virtio
+                .iter()
+                .map(|(n, shared)| {
+                    let bar: Arc<dyn IoFile> = Arc::new(crate::virtio::legacy::LegacyBar { shared: shared.clone() });
+                    (format!("{}-resource0", sysfs::port_address(*n)), bar)
+                })
+                .collect();
+            Some(IoFs::mount(&io_dir, files).map_err(|e| format!("serving the virtio functions' I/O BARs: {e}"))?)
+        };
         for n in 0..opts.ports {
-            let f = sysfs::create_function(&opts.root, n, opts.bound)
-                .map_err(|e| format!("creating the PCI function of port {n}: {e}"))?;
             let map = |file: &std::fs::File, len| {
                 MappedRegion::map_file(file, 0, len, true).map_err(|e| format!("mapping port {n}: {e}"))
             };
-            let config = PciConfig::new(map(&f.config, CONFIG_LEN)?, sysfs::bar0_phys(n));
-            let bar = map(&f.resource0, BAR0_LEN)?;
-            let mut port = Port::new(n, bar, config, (n % 8) as u32, opts.gbps);
-            port.claim_file = Some(ClaimFile::of(&f.config).map_err(|e| format!("port {n}'s config file: {e}"))?);
+            let (address, dir, config_file, mut port) = match virtio.iter().find(|(v, _)| *v == n) {
+                None => {
+                    let f = sysfs::create_function(&opts.root, n, opts.bound)
+                        .map_err(|e| format!("creating the PCI function of port {n}: {e}"))?;
+                    let config = PciConfig::new(map(&f.config, CONFIG_LEN)?, sysfs::bar0_phys(n));
+                    let bar = map(&f.resource0, BAR0_LEN)?;
+                    let port = Port::new(n, bar, config, (n % 8) as u32, opts.gbps);
+                    bar_files.push(f.resource0);
+                    (f.address, f.dir, f.config, port)
+                }
+                Some((_, shared)) => {
+                    let io_bar = io_bars.as_ref().map(|b| b.path(&format!("{}-resource0", sysfs::port_address(n))));
+                    let (address, dir, config_file) =
+                        sysfs::create_virtio_function(&opts.root, n, opts.bound, &io_bar.unwrap_or_default())
+                            .map_err(|e| format!("creating the PCI function of port {n}: {e}"))?;
+                    let config = PciConfig::new_virtio(map(&config_file, CONFIG_LEN)?, sysfs::virtio_io_base(n));
+                    // The 82599 registers of a virtio port are nobody's: no file shows them.
+                    let unused = MappedRegion::anonymous(BAR0_LEN).map_err(|e| format!("port {n}: {e}"))?;
+                    let mut port = Port::new(n, unused, config, (n % 8) as u32, opts.gbps);
+                    port.attach_virtio(shared.clone());
+                    // No driver maps a legacy virtio function's files: its domain is whoever
+                    // accesses its registers (`DmaSpace::adopt`); the config file holds the place.
+                    bar_files.push(config_file.try_clone().map_err(|e| e.to_string())?);
+                    (address, dir, config_file, port)
+                }
+            };
+            port.claim_file = Some(ClaimFile::of(&config_file).map_err(|e| format!("port {n}'s config file: {e}"))?);
             port.set_link_setup(opts.link_up);
             port.set_sfp_module(opts.sfp);
             let m = port.mac();
             info_ports.push(PortInfo {
                 port: n,
-                address: f.address.clone(),
-                dir: f.dir.clone(),
+                address: address.clone(),
+                dir: dir.clone(),
                 mac: format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]),
                 cable: opts.cables.iter().find_map(|&(a, b)| {
                     if a == n {
@@ -119,7 +170,6 @@ impl Server {
                 }),
             });
             ports.push(port);
-            bar_files.push(f.resource0);
         }
         let dma = ProcDmaSpace::new(&bar_files.iter().collect::<Vec<_>>()).map_err(|e| format!("DMA space: {e}"))?;
         let info = Info {
@@ -159,6 +209,7 @@ impl Server {
             engine: Some(handle),
             commands: tx,
             bound: opts.bound,
+            io_bars,
         })
     }
 
@@ -200,6 +251,7 @@ impl Server {
                 engine.ports.iter_mut().for_each(|p| p.remove());
             }
         }
+        self.io_bars = None;
         remove_tree(&self.root, self.created_root);
     }
 }
@@ -208,6 +260,8 @@ impl Server {
 /// with `created_root`, the root itself.
 pub fn remove_tree(root: &Path, created_root: bool) {
     let _ = std::fs::remove_file(socket_path(root));
+    platform::fuse::unmount(&root.join(sysfs::IO_BARS));
+    let _ = std::fs::remove_dir(root.join(sysfs::IO_BARS));
     for d in sysfs::TREES {
         let _ = std::fs::remove_dir_all(root.join(d));
     }

@@ -38,6 +38,8 @@ pub struct SessionOptions {
     pub bound: bool,
     /// How long link setup takes.
     pub link_up: Duration,
+    /// What each port is ([`ServeOptions::devices`]).
+    pub devices: Vec<crate::pciconfig::Kind>,
 }
 
 impl Default for SessionOptions {
@@ -49,6 +51,7 @@ impl Default for SessionOptions {
             cpu: Some(0),
             bound: false,
             link_up: crate::port::DEFAULT_LINK_UP,
+            devices: Vec::new(),
         }
     }
 }
@@ -68,6 +71,7 @@ impl Session {
             bound: opts.bound,
             link_up: opts.link_up,
             sfp: true,
+            devices: opts.devices.clone(),
         };
         Ok(Session { link: Link::InProcess(Server::start(&serve)?), root, _scratch: Some(scratch) })
     }

@@ -24,6 +24,8 @@ use std::path::{Path, PathBuf};
 
 /// The directories of `<root>` that nicsim creates and removes.
 pub const TREES: [&str; 4] = ["devices", "drivers", "class", "dev"];
+/// Where the I/O BARs of virtio functions are mounted ([`crate::iofs`]), under the root.
+pub const IO_BARS: &str = "io-bars";
 /// The fake kernel driver name functions are bound to with `--bound`.
 pub const FAKE_DRIVER: &str = "ixgbe";
 /// The kernel driver DPDK's EAL claims functions from [DPDK: Linux drivers guide].
@@ -65,18 +67,63 @@ fn sized_file(path: &Path, len: usize) -> std::io::Result<File> {
     Ok(f)
 }
 
+/// The identity files of a function: `[vendor, device, subsystem vendor, subsystem device]`
+/// and the revision.
+fn identity(dir: &Path, ids: [u16; 4], revision: u8) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    write_text(&dir.join("vendor"), &format!("{:#06x}\n", ids[0]))?;
+    write_text(&dir.join("device"), &format!("{:#06x}\n", ids[1]))?;
+    write_text(&dir.join("class"), "0x020000\n")?;
+    write_text(&dir.join("revision"), &format!("{revision:#04x}\n"))?;
+    write_text(&dir.join("subsystem_vendor"), &format!("{:#06x}\n", ids[2]))?;
+    write_text(&dir.join("subsystem_device"), &format!("{:#06x}\n", ids[3]))?;
+    write_text(&dir.join("numa_node"), "0\n")
+}
+
+/// The I/O address of port `n`'s legacy virtio registers (BAR0 of a virtio function).
+pub fn virtio_io_base(n: usize) -> u32 {
+    0xC000 + n as u32 * crate::virtio::legacy::BAR_LEN as u32
+}
+
+/// The fake kernel driver virtio functions are bound to with `--bound`.
+pub const FAKE_VIRTIO_DRIVER: &str = "virtio-pci";
+
+/// Creates the directory of port `n` as a transitional virtio-net function: its `resource0`
+/// is a link to `io_bar`, the file of its legacy registers (see [`crate::iofs`]). Returns
+/// the address, the directory and the `config` file.
+pub fn create_virtio_function(
+    root: &Path,
+    n: usize,
+    bound: bool,
+    io_bar: &Path,
+) -> std::io::Result<(String, PathBuf, File)> {
+    use crate::virtio::{DEVICE_NET_TRANSITIONAL, SUBSYSTEM_NET, VENDOR_VIRTIO};
+    let address = port_address(n);
+    let dir = root.join("devices").join(&address);
+    identity(&dir, [VENDOR_VIRTIO, DEVICE_NET_TRANSITIONAL, VENDOR_VIRTIO, SUBSYSTEM_NET], 0)?;
+    write_text(&dir.join("irq"), "0\n")?;
+    write_text(&dir.join("enable"), "1\n")?;
+    let io = u64::from(virtio_io_base(n));
+    let mut resource =
+        format!("{:#018x} {:#018x} {:#018x}\n", io, io + crate::virtio::legacy::BAR_LEN - 1, 0x0004_0101u64);
+    for _ in 1..13 {
+        resource += &format!("{:#018x} {:#018x} {:#018x}\n", 0, 0, 0);
+    }
+    write_text(&dir.join("resource"), &resource)?;
+    let config = sized_file(&dir.join("config"), CONFIG_LEN)?;
+    relink(&io_bar.to_string_lossy(), &dir.join("resource0"))?;
+    create_driver(root, FAKE_VIRTIO_DRIVER)?;
+    if bound {
+        bind(root, &address, FAKE_VIRTIO_DRIVER)?;
+    }
+    Ok((address, dir, config))
+}
+
 /// Creates the directory of port `n` under `root/devices`.
 pub fn create_function(root: &Path, n: usize, bound: bool) -> std::io::Result<FunctionFiles> {
     let address = port_address(n);
     let dir = root.join("devices").join(&address);
-    std::fs::create_dir_all(&dir)?;
-    write_text(&dir.join("vendor"), &format!("{VENDOR_INTEL:#06x}\n"))?;
-    write_text(&dir.join("device"), &format!("{DEVICE_82599ES_SFP:#06x}\n"))?;
-    write_text(&dir.join("class"), "0x020000\n")?;
-    write_text(&dir.join("revision"), "0x01\n")?;
-    write_text(&dir.join("subsystem_vendor"), "0x8086\n")?;
-    write_text(&dir.join("subsystem_device"), "0x000c\n")?;
-    write_text(&dir.join("numa_node"), "0\n")?;
+    identity(&dir, [VENDOR_INTEL, DEVICE_82599ES_SFP, 0x8086, 0x000c], 1)?;
     write_text(&dir.join("irq"), "0\n")?;
     write_text(&dir.join("enable"), "1\n")?;
     write_text(&dir.join("sriov_numvfs"), "0\n")?;
@@ -150,17 +197,19 @@ fn relink(target: &str, link: &Path) -> std::io::Result<()> {
 /// Emulates the kernel's `drivers/<name>/unbind`: if something wrote PCI addresses into it,
 /// the named functions lose their `driver` link. Returns the addresses unbound.
 pub fn process_unbind(root: &Path) -> Vec<String> {
-    let unbind = root.join("drivers").join(FAKE_DRIVER).join("unbind");
-    let Ok(text) = std::fs::read_to_string(&unbind) else { return Vec::new() };
-    if text.trim().is_empty() {
-        return Vec::new();
-    }
-    let _ = std::fs::write(&unbind, "");
     let mut done = Vec::new();
-    for addr in text.split_whitespace() {
-        let link = root.join("devices").join(addr).join("driver");
-        if std::fs::symlink_metadata(&link).is_ok() && std::fs::remove_file(&link).is_ok() {
-            done.push(addr.to_string());
+    for driver in [FAKE_DRIVER, FAKE_VIRTIO_DRIVER] {
+        let unbind = root.join("drivers").join(driver).join("unbind");
+        let Ok(text) = std::fs::read_to_string(&unbind) else { continue };
+        if text.trim().is_empty() {
+            continue;
+        }
+        let _ = std::fs::write(&unbind, "");
+        for addr in text.split_whitespace() {
+            let link = root.join("devices").join(addr).join("driver");
+            if std::fs::symlink_metadata(&link).is_ok() && std::fs::remove_file(&link).is_ok() {
+                done.push(addr.to_string());
+            }
         }
     }
     done

@@ -170,6 +170,10 @@ pub trait DmaSpace {
     fn owner(&self, _phys: u64) -> Option<u32> {
         None
     }
+
+    /// Process `pid` drives function `port` without mapping a BAR (through an I/O BAR): its
+    /// memory joins that function's domain, as its mappings would if it mapped the BAR.
+    fn adopt(&mut self, _port: usize, _pid: u32) {}
 }
 
 /// The part of a [`DmaSpace`] that one function reaches, as its IOMMU domain would allow:
@@ -220,6 +224,9 @@ impl<D: DmaSpace> DmaSpace for Domain<'_, D> {
     }
     fn owner(&self, phys: u64) -> Option<u32> {
         self.space.owner(phys)
+    }
+    fn adopt(&mut self, port: usize, pid: u32) {
+        self.space.adopt(port, pid)
     }
 }
 

@@ -79,6 +79,9 @@ pub struct ProcDmaSpace {
     bar_mappers: Vec<Vec<u32>>,
     /// Per process seen mapping a BAR: bit `n` if it maps function `n`'s, as of its last scan.
     pid_ports: Vec<(u32, u32)>,
+    /// Processes that drive a function through its I/O BAR ([`DmaSpace::adopt`]), with the
+    /// functions as a bit mask.
+    adopted: Vec<(u32, u32)>,
     last_maintain: Instant,
     /// When the drivers' maps were last compared with the memory nicsim keeps.
     last_release_look: Instant,
@@ -110,6 +113,7 @@ impl ProcDmaSpace {
             driver_pids: Vec::new(),
             bar_mappers: vec![Vec::new(); bar_files.len()],
             pid_ports: Vec::new(),
+            adopted: Vec::new(),
             last_maintain: Instant::now(),
             last_release_look: Instant::now(),
             scans: 0,
@@ -150,7 +154,7 @@ impl ProcDmaSpace {
         for pid in pids {
             let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { continue };
             let vmas: Vec<VmaKey> = maps.lines().filter_map(|l| parse_maps_line(pid, l)).collect();
-            let mut ports = 0u32;
+            let mut ports = self.adopted.iter().filter(|(p, _)| *p == pid).fold(0, |m, (_, b)| m | b);
             for (b, &(d, i)) in self.bars.iter().enumerate() {
                 if vmas.iter().any(|v| v.dev == d && v.inode == i) {
                     ports |= 1 << b;
@@ -371,6 +375,22 @@ impl DmaSpace for ProcDmaSpace {
 
     fn forget_released(&mut self) {
         self.forget_released_now();
+    }
+
+    fn adopt(&mut self, port: usize, pid: u32) {
+        if self.adopted.iter().any(|&(p, m)| p == pid && m & (1 << port) != 0) {
+            return;
+        }
+        // A function has one driver at a time: the one before it lets go.
+        for (_, m) in self.adopted.iter_mut() {
+            *m &= !(1 << port);
+        }
+        self.adopted.retain(|&(_, m)| m != 0);
+        match self.adopted.iter_mut().find(|(p, _)| *p == pid) {
+            Some((_, m)) => *m |= 1 << port,
+            None => self.adopted.push((pid, 1 << port)),
+        }
+        self.rescan(true, false);
     }
 
     fn maintain(&mut self) {

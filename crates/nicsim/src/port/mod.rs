@@ -25,6 +25,7 @@ mod sfp;
 mod stats;
 mod tx;
 mod tx_output;
+mod virtio_net;
 
 pub use crate::regs::Direction;
 pub use faults::{Access, DmaFault};
@@ -34,6 +35,7 @@ pub use registers::{PRIORITY_REGISTERS, SWEEP_DWORDS};
 pub use rx_run::{RxRun, RX_WRITE_BACK_CHUNK};
 pub use stats::{DeviceCounters, Drops, InFlight, QueueSetup, QueueState};
 pub use tx_output::{TxBatch, TxOutput};
+pub use virtio_net::VirtioNet;
 
 use crate::dma;
 use crate::flow_control::{FlowConfig, FlowControl};
@@ -206,6 +208,9 @@ pub struct Port {
     /// Register scans since the driver last wrote anything: while a driver programs the
     /// device, and bit-bangs EEC or I2CCTL a bit per microsecond, the engine polls instead of idling.
     scans_since_write: u32,
+    /// This port is a virtio-net function: its registers and queues are these, and the
+    /// 82599's stay unused ([`virtio_net`]).
+    virtio: Option<Box<VirtioNet>>,
 }
 
 /// Scans without a driver write (100 µs each) after which a port with nothing enabled is idle.
@@ -275,6 +280,7 @@ impl Port {
             stall_until_ps: 0,
             stalled: false,
             scans_since_write: QUIET_SCANS,
+            virtio: None,
         };
         p.reset_with_link();
         p.resets = 0;
@@ -340,6 +346,9 @@ impl Port {
         // the link is up precisely not to renegotiate it); LINKS and STATUS say so again.
         self.show_link();
         self.refresh_paths();
+        if self.virtio.is_some() {
+            self.virtio_reset();
+        }
     }
 
     /// Every queue disabled, held frames and flow-control state gone (a reset, a removal).
@@ -436,6 +445,7 @@ impl Port {
     /// DMAs nothing more. A driver's write to the shared BAR reads back until the slow path's
     /// sweep restores all-ones ([`Port::scan`], within 2 ms).
     pub fn remove(&mut self) {
+        self.virtio_remove();
         self.removed = true;
         self.stop_every_queue();
         self.paths = PathConfig::default();
@@ -474,6 +484,9 @@ impl Port {
     /// Whether the engine must poll: a queue enabled, frames buffered, or a driver that wrote a
     /// register in the last [`QUIET_SCANS`] scans. Otherwise it may idle.
     pub fn busy(&self) -> bool {
+        if self.virtio.is_some() {
+            return self.virtio_busy();
+        }
         !self.active_rx.is_empty()
             || !self.active_tx.is_empty()
             || !self.fifo.is_empty()

@@ -21,6 +21,9 @@ impl Port {
     /// sweep takes `BAR0_DWORDS / SWEEP_DWORDS` calls. Reading all 128 KiB at every call would
     /// cost tens of microseconds of memory bandwidth.
     pub fn scan(&mut self) {
+        if self.virtio.is_some() {
+            return self.virtio_scan();
+        }
         if self.removed {
             self.keep_reading_all_ones();
             return;
@@ -144,6 +147,10 @@ impl Port {
     /// default RX queue was just enabled and the whole register file applied.
     #[inline]
     pub fn poll_doorbells(&mut self) -> bool {
+        if self.virtio.is_some() {
+            self.virtio_poll();
+            return false;
+        }
         if self.removed {
             return false;
         }

@@ -47,6 +47,9 @@ impl Port {
     /// A frame (without FCS) arrives from the wire [DS 7.1].
     #[inline]
     pub fn receive(&mut self, dma: &mut impl DmaSpace, frame: &[u8]) {
+        if self.virtio.is_some() {
+            return self.virtio_receive(dma, frame);
+        }
         let cfg = self.paths;
         if !cfg.rx_open {
             self.drops.rx_disabled += 1;
@@ -143,7 +146,7 @@ impl Port {
         (self.tx_paused && self.flow.config.receive) || self.flow.transmitter_paused(now_ps)
     }
 
-    fn fifo_push(&mut self, frame: &[u8]) {
+    pub(super) fn fifo_push(&mut self, frame: &[u8]) {
         if self.fifo_bytes + frame.len() > self.fifo_capacity() {
             self.counters.mpc += 1; // [DS 8.2.3.23.4]
             return;
@@ -166,6 +169,9 @@ impl Port {
     /// driver has given descriptors back. The buffer is one FIFO: the frame at its head waits
     /// for its queue, and every frame behind it waits too.
     pub fn drain_fifo(&mut self, dma: &mut impl DmaSpace) {
+        if self.virtio.is_some() {
+            return self.virtio_drain(dma);
+        }
         if self.fifo.is_empty() || !self.paths.rx_open || self.stalled {
             return;
         }

@@ -283,6 +283,9 @@ impl Port {
     /// takes the frames of one queue: all frames until RSS exists (see `Port::rx_queue_for`).
     #[inline]
     pub fn rx_run_begin(&mut self, dma: &mut impl DmaSpace) -> Option<RxRun> {
+        if self.virtio.is_some() {
+            return None;
+        }
         let cfg = self.paths;
         let queue = super::DEFAULT_RX_QUEUE;
         let q = &self.rx[queue as usize];

@@ -33,6 +33,9 @@ impl Port {
     /// leave no faster than line rate: a frame starts only when the wire is free, and is
     /// taken at most a packet buffer's worth of wire time before that.
     pub fn transmit(&mut self, dma: &mut impl DmaSpace, now_ps: u64, out: &mut impl TxOutput) {
+        if self.virtio.is_some() {
+            return self.virtio_transmit(dma, now_ps, out);
+        }
         let n = self.active_tx.len();
         if n == 0 || !self.paths.tx_open || !self.link.up || self.stalled || self.transmitter_paused(now_ps) {
             return;

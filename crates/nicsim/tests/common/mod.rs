@@ -20,3 +20,4 @@ pub fn twice(len: usize, name: &str) -> (MappedRegion, MappedRegion) {
 }
 pub mod rig;
 pub mod serve;
+pub mod virtio_peer;
