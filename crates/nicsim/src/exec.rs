@@ -6,6 +6,22 @@
 //! With `uio`: every function is bound to `uio_pci_generic` ([`sysfs::present_as_uio`]),
 //! `/sys/class/uio` and `/dev/uioN` are added, and DPDK's EAL claims the functions.
 
+/// Whether DPDK's ixgbe driver gave up on a port because nicsim answered later than the card
+/// would, which only happens while nicsim's engine is off its core (docs/dpdk.md): CTRL.RST
+/// still set after its 10 µs poll, at probe (`ixgbe_init_hw`: IXGBE_ERR_RESET_FAILED, -15) or at
+/// port start; or an SFP+ identification misread because the bit-banged I2C bus was not
+/// answered within the microseconds a clock phase lasts (IXGBE_ERR_SFP_NOT_SUPPORTED, -19).
+/// Starting DPDK again is the remedy, as on a card that missed a deadline.
+pub fn dpdk_missed_a_deadline(log: &str) -> bool {
+    [
+        "Hardware Initialization Failure: -15",
+        "Hardware Initialization Failure: -19",
+        "rte_eth_dev_start",
+        "Fail to start port",
+    ]
+    .iter()
+    .any(|m| log.contains(m))
+}
 use crate::sysfs;
 use std::path::{Path, PathBuf};
 

@@ -36,11 +36,7 @@ fn c_l2fwd() -> PathBuf {
     path
 }
 
-/// Whether DPDK gave up on a port after its 10 µs reset poll: at probe (ixgbe_init_hw's
-/// IXGBE_ERR_RESET_FAILED, -15, after which the port does not exist) or at start.
-fn missed_reset_poll(log: &str) -> bool {
-    log.contains("Hardware Initialization Failure: -15") || log.contains("rte_eth_dev_start")
-}
+use nicsim::exec::dpdk_missed_a_deadline as missed_reset_poll;
 
 /// `binary` under `nicsim exec --uio`, forwarding between both ports, and its log's path;
 /// `Err` with the log when DPDK gave up on a port after its reset poll.

@@ -39,11 +39,7 @@ fn accumulated(log: &str, label: &str) -> Option<u64> {
     after.split_whitespace().next()?.parse().ok()
 }
 
-/// Whether DPDK gave up on a port because CTRL.RST was still set after its 10 µs poll: at
-/// probe (`ixgbe_init_hw` returns IXGBE_ERR_RESET_FAILED, -15) or at port start.
-fn missed_reset_poll(log: &str) -> bool {
-    log.contains("Fail to start port") || log.contains("Hardware Initialization Failure: -15")
-}
+use nicsim::exec::dpdk_missed_a_deadline as missed_reset_poll;
 
 /// testpmd, forwarding, and the path of its log; `Err` with the log when DPDK gave up on a
 /// port after its reset poll ([`missed_reset_poll`]).

@@ -74,13 +74,10 @@ pub fn start(
         match up {
             Ok(_) => return Ok(run),
             Err(e) => {
-                // DPDK's ixgbe driver gives up on a port whose reset takes over 10 µs, at
-                // probe or at start (docs/dpdk.md); nicsim meets that only while its engine
-                // has the core.
+                // DPDK's ixgbe driver gives up on a port whose reset or SFP+ bus nicsim
+                // answered late, which happens only while its engine is off its core.
                 let log = run.log();
-                let missed_reset_poll =
-                    log.contains("Hardware Initialization Failure: -15") || log.contains("rte_eth_dev_start");
-                if !(missed_reset_poll && attempt < START_ATTEMPTS) {
+                if !(nicsim::exec::dpdk_missed_a_deadline(&log) && attempt < START_ATTEMPTS) {
                     return Err(format!("{} on nicsim: {e}\n{log}", binary.display()));
                 }
             }
