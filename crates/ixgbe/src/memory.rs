@@ -1,7 +1,7 @@
 //! DMA memory for rings, head write-back slots and packet buffers.
 
 use crate::device::DriverError;
-use invariants::DeviceMemory;
+use invariants::{DeviceMemory, DeviceValue, VolatileArray, VolatilePtr};
 use platform::hugepage::HUGEPAGE;
 use platform::{DmaBacking, DmaMemory};
 use std::cell::Cell;
@@ -41,8 +41,9 @@ struct Shared {
     leases: Cell<usize>,
 }
 
-/// A device queue's hold on the memory it was given; see [`DmaBlock`].
-pub(crate) struct DmaLease {
+/// A device queue's hold on the memory it was given; see [`DmaBlock`]. A queue of another
+/// device crate ([`RingArea::lease`]) keeps it until its device confirmed the queue stopped.
+pub struct DmaLease {
     shared: Rc<Shared>,
 }
 
@@ -130,6 +131,72 @@ impl Layout {
     /// Bytes needed so far.
     pub fn size(&self) -> usize {
         self.end
+    }
+}
+
+/// Memory for the rings of a device other than the 82599 (`crates/virtio`), each in an area of
+/// its own, and a pool of buffers, in one block. A queue made on it holds a lease on the block
+/// ([`RingArea::lease`]): the buffers it holds are in the same block, so they stay mapped as long
+/// as the device may use them, and a leaked queue keeps the memory for ever (see [`DmaBlock`]).
+pub struct RingsAndPool {
+    block: DmaBlock,
+    areas: Vec<(usize, usize)>,
+    buffers: usize,
+    pool: usize,
+}
+
+impl RingsAndPool {
+    /// Areas of `(size, alignment)` each, and a pool of `pool` buffers.
+    pub fn allocate(areas: &[(usize, usize)], pool: usize) -> Result<Self, DriverError> {
+        let mut l = Layout::default();
+        let areas: Vec<(usize, usize)> = areas.iter().map(|&(size, align)| (l.place(size, align), size)).collect();
+        let buffers = l.place(crate::BUFFER_SIZE, crate::BUFFER_SIZE);
+        let end = buffers + pool * crate::BUFFER_SIZE;
+        Ok(RingsAndPool { block: DmaBlock::allocate(end)?, areas, buffers, pool })
+    }
+
+    /// Every area, in the order allocated, and the pool; refused while a queue made from
+    /// earlier parts was leaked. Once per exclusive borrow, as [`crate::queues::QueueMemory::parts`].
+    pub fn parts(&mut self) -> Result<(Vec<RingArea<'_>>, crate::queues::BufferPool<'_>), DriverError> {
+        self.block.check_not_given()?;
+        let block = &self.block;
+        let areas = self.areas.iter().map(|&(offset, len)| RingArea { block, offset, len }).collect();
+        Ok((areas, crate::queues::BufferPool::new(block, self.buffers, self.pool)?))
+    }
+}
+
+/// One area of a [`RingsAndPool`]: volatile access to its bytes, their bus addresses, and
+/// leases on the block. Offsets are within the area; what lies outside it is out of reach.
+pub struct RingArea<'a> {
+    block: &'a DmaBlock,
+    offset: usize,
+    len: usize,
+}
+
+impl<'a> RingArea<'a> {
+    fn inside(&self, at: usize, len: usize) -> Option<usize> {
+        (at.checked_add(len)? <= self.len).then_some(self.offset + at)
+    }
+
+    /// The `T` at `at`; `None` outside the area or misaligned.
+    pub fn ptr<T: DeviceValue>(&self, at: usize) -> Option<VolatilePtr<'a, T>> {
+        self.block.memory().ptr(self.inside(at, std::mem::size_of::<T>())?)
+    }
+
+    /// `N` consecutive `T`s at `at`; `None` outside the area or misaligned.
+    pub fn array<T: DeviceValue, const N: usize>(&self, at: usize) -> Option<VolatileArray<'a, T, N>> {
+        self.block.memory().array(self.inside(at, N * std::mem::size_of::<T>())?)
+    }
+
+    /// The bus address of `[at, at + len)`, which must lie in the area and in one hugepage.
+    pub fn device_address(&self, at: usize, len: usize, what: &str) -> Result<DmaAddr<'a>, DriverError> {
+        let offset = self.inside(at, len).ok_or_else(|| DriverError::Invalid(format!("{what} outside its area")))?;
+        self.block.device_range(offset, len, what)
+    }
+
+    /// A hold on the block for a device queue about to be given this area.
+    pub fn lease(&self) -> DmaLease {
+        self.block.lease()
     }
 }
 

@@ -39,6 +39,12 @@ impl<'a> Buffer<'a> {
     pub fn data(&self) -> VolatilePtr<'_, PacketData> {
         self.data
     }
+
+    /// The bus address of the buffer's first byte, for a device crate's descriptors.
+    #[inline(always)]
+    pub fn device_address(&self) -> u64 {
+        self.phys
+    }
 }
 
 /// A pool of free buffers (LIFO, so recently used buffers are still in cache).
@@ -124,6 +130,12 @@ impl<'a, const B: usize> Batch<'a, B> {
     /// Removes every buffer, oldest first.
     pub fn drain(&mut self) -> std::vec::Drain<'_, Buffer<'a>> {
         self.items.drain(..)
+    }
+    /// Removes the oldest `n` buffers (all, if there are fewer): what a transmit queue takes.
+    #[inline(always)]
+    pub fn drain_front(&mut self, n: usize) -> std::vec::Drain<'_, Buffer<'a>> {
+        let n = n.min(self.items.len());
+        self.items.drain(..n)
     }
     /// The buffers, oldest first.
     pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, Buffer<'a>> {

@@ -245,7 +245,7 @@ fn check_open_files() -> Result<(), PlatformError> {
     let mounts = mount_points().unwrap_or_default();
     for fd in fds.flatten() {
         let Some(n) = fd.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        if !open_for_writing(n) || crate::pci::is_claim(n) {
+        if !open_for_writing(n) || crate::pci::is_claim(n) || crate::pci::is_io_bar(n) {
             continue;
         }
         let link = fd.path();

@@ -288,6 +288,85 @@ impl PciFunction {
     }
 }
 
+/// An I/O BAR, reached through `pread`/`pwrite` on `resource0` as Linux allows for I/O space
+/// (legacy virtio's registers). Every access is one system call: for set-up and notifications,
+/// not per packet.
+#[derive(Debug)]
+pub struct IoBar {
+    file: File,
+    len: u64,
+}
+
+/// The descriptors of the open [`IoBar`]s: a claimed function's registers, which a confined
+/// process keeps (`crate::confine`), as it keeps the claim.
+static IO_BARS: Mutex<Vec<RawFd>> = Mutex::new(Vec::new());
+
+fn io_bars() -> std::sync::MutexGuard<'static, Vec<RawFd>> {
+    IO_BARS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `fd` is an open [`IoBar`].
+pub(crate) fn is_io_bar(fd: RawFd) -> bool {
+    io_bars().contains(&fd)
+}
+
+impl Drop for IoBar {
+    fn drop(&mut self) {
+        let fd = self.file.as_raw_fd();
+        io_bars().retain(|&f| f != fd);
+    }
+}
+
+impl IoBar {
+    /// Reads `N` bytes at `offset`.
+    pub fn read<const N: usize>(&self, offset: u64) -> Result<[u8; N], PlatformError> {
+        let mut b = [0u8; N];
+        self.check(offset, N)?;
+        self.file.read_exact_at(&mut b, offset).map_err(|e| PlatformError::io("reading an I/O BAR", e))?;
+        Ok(b)
+    }
+
+    /// Writes `bytes` at `offset`.
+    pub fn write(&self, offset: u64, bytes: &[u8]) -> Result<(), PlatformError> {
+        self.check(offset, bytes.len())?;
+        self.file.write_all_at(bytes, offset).map_err(|e| PlatformError::io("writing an I/O BAR", e))
+    }
+
+    fn check(&self, offset: u64, len: usize) -> Result<(), PlatformError> {
+        if offset.checked_add(len as u64).is_some_and(|end| end <= self.len) {
+            Ok(())
+        } else {
+            Err(PlatformError::io(
+                format!("an access of {len} bytes at {offset:#x}"),
+                std::io::Error::other(format!("outside the {}-byte I/O BAR", self.len)),
+            ))
+        }
+    }
+}
+
+impl PciFunction {
+    /// Claims the function ([`Self::claim`]) and opens BAR0 as an I/O BAR. Only a function
+    /// that is not on sysfs (nicsim's): a real device is opened before `main` or not at all,
+    /// and that path exists for memory BARs only so far.
+    pub fn open_io_bar0(&self) -> Result<IoBar, PlatformError> {
+        self.claim()?;
+        let path = self.dir.join("resource0");
+        if crate::fs::path_is_sysfs(&self.dir) || crate::fs::path_is_sysfs(&path) {
+            return Err(PlatformError::NotOpenedBeforeMain {
+                address: self.address.clone(),
+                why: "a real device's I/O BAR is not opened before main yet: safenic drives nicsim's virtio-net functions only (docs/virtio.md)".to_string(),
+            });
+        }
+        let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => PlatformError::NotRoot { what: "opening a PCI I/O BAR" },
+            _ => PlatformError::io(format!("opening {}", path.display()), e),
+        })?;
+        let len = file.metadata().map_err(|e| PlatformError::io(format!("inspecting {}", path.display()), e))?.len();
+        io_bars().push(file.as_raw_fd());
+        Ok(IoBar { file, len })
+    }
+}
+
 /// Why a real device is not open to this process.
 fn not_named(address: &str) -> PlatformError {
     PlatformError::NotOpenedBeforeMain {

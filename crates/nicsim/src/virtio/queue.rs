@@ -12,6 +12,8 @@ use std::sync::atomic::{fence, Ordering};
 pub const DESC_NEXT: u16 = 1;
 pub const DESC_WRITE: u16 = 2;
 pub const DESC_INDIRECT: u16 = 4;
+/// Used-ring flag: the device needs no notification [virtio 1.2 §2.7.10].
+pub const USED_F_NO_NOTIFY: u16 = 1;
 
 /// One buffer of a chain: `len` bytes at `addr`, which the device reads, or writes if `writable`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,9 +130,11 @@ impl DeviceQueue {
         elem[4..].copy_from_slice(&len.to_le_bytes());
         write(dma, self.regs.used + 4 + 8 * slot, &elem)?;
         self.used_idx = self.used_idx.wrapping_add(1);
-        // The element is visible before the index that hands it over.
+        // The element is visible before the index that hands it over. The flags ask the driver
+        // not to notify: the engine polls every available ring [virtio 1.2 §2.7.10].
         fence(Ordering::Release);
-        write(dma, self.regs.used + 2, &self.used_idx.to_le_bytes())
+        let [lo, hi] = self.used_idx.to_le_bytes();
+        write(dma, self.regs.used, &[USED_F_NO_NOTIFY as u8, 0, lo, hi])
     }
 }
 

@@ -1,0 +1,72 @@
+//! What the driver's tests share: nicsim as a child process, and a lossless forwarding loop.
+#![allow(dead_code)] // each test binary uses a different part
+
+use ixgbe::queues::{Batch, BufferPool, Receive, Transmit};
+use nicsim::session::Session;
+use platform::fs::ScratchDir;
+use platform::Reaped;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub const N: usize = 256;
+pub const POOL: usize = 1024;
+pub const FRAMES: u64 = 20_000;
+
+/// `nicsim serve` as a child process with ports of `devices`: not in this process, whose
+/// driver confines itself when a queue starts, after which nicsim could not open /dev/fuse.
+pub struct Sim {
+    session: Session,
+    _child: Reaped,
+    _scratch: ScratchDir,
+}
+
+impl std::ops::Deref for Sim {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        &self.session
+    }
+}
+
+pub fn nicsim(test: &str, devices: &str) -> Sim {
+    let bin = std::env::current_exe().unwrap().parent().unwrap().with_file_name("nicsim");
+    assert!(bin.exists(), "{} is missing: build the workspace first (make test does)", bin.display());
+    let scratch = ScratchDir::new("virtio-test", test).expect("a scratch directory under /dev/shm");
+    let root = scratch.path().join("root");
+    let child = Reaped::spawn(
+        Command::new(bin)
+            .arg("--root")
+            .arg(&root)
+            .args(["serve", "--ports", "2", "--cpu", "0", "--device", devices])
+            .stdout(std::process::Stdio::null()),
+    )
+    .expect("spawning nicsim serve");
+    let session = Session::connect(&root);
+    session.wait_answering(Duration::from_secs(10)).expect("nicsim serve did not come up");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !session.stats().unwrap().ports.iter().all(|p| p.link_up) {
+        assert!(Instant::now() < deadline, "links did not come up");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    platform::sched::pin_current_thread(1).expect("pinning the driver to CPU 1");
+    Sim { session, _child: child, _scratch: scratch }
+}
+
+/// Forwards from `rx` to `tx` until port 1's sink has every frame, checking conservation.
+pub fn forward<'a>(sim: &Sim, pool: &mut BufferPool<'a>, rx: &mut impl Receive<'a>, tx: &mut impl Transmit<'a>) {
+    let mut batch = Batch::<32>::default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut forwarded = 0u64;
+    while sim.stats().unwrap().ports[1].sink_packets < FRAMES {
+        for _ in 0..1000 {
+            forwarded += rx.rx_batch(pool, &mut batch) as u64;
+            tx.tx_batch(pool, &mut batch);
+            // Lossless: what the transmit queue could not take yet waits in the batch.
+        }
+        assert!(Instant::now() < deadline, "{forwarded} of {FRAMES} forwarded after 60 s");
+    }
+    let s = sim.stats().unwrap().ports[1].clone();
+    assert_eq!(s.sink_packets, FRAMES, "every frame once");
+    let lost: u64 = s.streams.iter().map(|(_, st)| st.lost).sum();
+    assert_eq!(lost, 0, "none lost or out of order: {:?}", s.streams);
+    assert_eq!(forwarded, FRAMES);
+}
