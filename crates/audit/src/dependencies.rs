@@ -8,16 +8,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-/// The driver library; its normal dependencies include the two rooms, `invariants` and
-/// `platform`.
-pub const DRIVER_CRATES: [&str; 1] = ["ixgbe"];
+/// The driver libraries (the 82599's, and virtio-net's, which builds on the 82599's queue
+/// API); their normal dependencies include the two rooms, `invariants` and `platform`.
+pub const DRIVER_CRATES: [&str; 2] = ["ixgbe", "virtio"];
 
 /// The platform whose dependency graph is checked (the audit reads x86-64 Linux code).
 pub const PLATFORM: &str = "x86_64-unknown-linux-gnu";
 
 /// The path crates trusted as the driver's own, each only at `crates/<name>` of the workspace:
 /// a path crate anywhere else, workspace member or not, is a dependency like any other.
-pub const TRUSTED_PATH_CRATES: &[&str] = &["ixgbe", "invariants", "platform"];
+pub const TRUSTED_PATH_CRATES: &[&str] = &["ixgbe", "virtio", "invariants", "platform"];
 
 /// The one source allowed dependencies come from.
 pub const CRATES_IO: &str = "registry+https://github.com/rust-lang/crates.io-index";

@@ -17,6 +17,7 @@ use syn::visit::Visit;
 /// rooms, `invariants` and `platform`, whose unsafe code is counted and commented instead).
 pub const EXPANDED: &[(&str, &str)] = &[
     ("ixgbe", "--lib"),
+    ("virtio", "--lib"),
     ("safenic", "--bin=safenic"),
     ("cli", "--lib"),
     ("bench", "--lib"),

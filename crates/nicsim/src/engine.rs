@@ -537,8 +537,8 @@ impl<D: DmaSpace> Engine<D> {
                 lint_warnings: p.lint.entries().len(),
                 resets: p.resets,
                 pcap_written: w.pcap.as_ref().map(|c| c.written),
-                rx_queues_enabled: p.active_rx_queues().len(),
-                tx_queues_enabled: p.active_tx_queues().len(),
+                rx_queues_enabled: p.enabled_queues().0,
+                tx_queues_enabled: p.enabled_queues().1,
                 tx_paused: p.tx_paused,
                 flow_control: FlowStats {
                     partner_paused: p.flow.partner_paused(now_ps),

@@ -24,8 +24,12 @@ const CHECK_EVERY: usize = 1024;
 /// audits it as a callee. The audit reads both lists from this source (crates/audit's
 /// registry); the driver itself only tests that they name its functions.
 #[cfg_attr(not(test), allow(dead_code))]
-pub const HOT_PATHS: &[&str] =
-    &["safenic::fwd::forward_restricted", "safenic::fwd::forward_const", "safenic::fwd::forward_flexible"];
+pub const HOT_PATHS: &[&str] = &[
+    "safenic::fwd::forward_restricted",
+    "safenic::fwd::forward_const",
+    "safenic::fwd::forward_flexible",
+    "safenic::fwd_virtio::forward_virtio",
+];
 
 /// Calls out of the hot paths that the audit allows and does not follow, with the reason.
 #[cfg_attr(not(test), allow(dead_code))]
@@ -41,6 +45,11 @@ pub const COLD_CALLS: &[(&str, &str)] = &[
     (
         "ixgbe::queues::RxQueue::desynchronised",
         "once per presence period (100 ms), not per packet: reads RDH to find a ring a hostile device stopped",
+    ),
+    ("safenic::fwd_virtio::StopWhen::due", "once every 1 024 loop iterations, not per packet: clock and signal flag"),
+    (
+        "virtio::device::VirtioDevice::notify",
+        "only for a device that asks to be notified (nicsim's does not): one write to the I/O BAR per burst",
     ),
 ];
 
@@ -199,6 +208,9 @@ impl Totals {
 }
 
 pub fn run(o: &Options) -> Result<(), String> {
+    if crate::fwd_virtio::is_virtio(&o.sysfs, &o.input) || crate::fwd_virtio::is_virtio(&o.sysfs, &o.output) {
+        return crate::fwd_virtio::run(o);
+    }
     if !(1..=64).contains(&o.outputs) {
         return Err(format!("--outputs {}: an agent has 1 to 64 outputs", o.outputs));
     }
@@ -606,12 +618,15 @@ mod registry_tests {
             name_of(forward_restricted::<false>),
             name_of(forward_const::<false>),
             name_of(forward_flexible::<false, false>),
+            name_of(crate::fwd_virtio::forward_virtio::<false>),
         ];
         assert_eq!(HOT_PATHS, loops.map(|n| n.trim_end_matches("::").to_string()));
         let cold = [
             name_of(Meter::tick),
             name_of(Agent::<ConstOutputs<1>, RING>::desynchronised),
             name_of(RxQueue::<RING>::desynchronised),
+            name_of(crate::fwd_virtio::StopWhen::due),
+            name_of(virtio::VirtioDevice::notify),
         ];
         assert_eq!(
             COLD_CALLS.iter().map(|c| c.0).collect::<Vec<_>>(),

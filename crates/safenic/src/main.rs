@@ -10,6 +10,7 @@ mod bench_isolation;
 mod chaos;
 mod filter;
 mod fwd;
+mod fwd_virtio;
 mod gen;
 mod report;
 

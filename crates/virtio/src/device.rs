@@ -132,8 +132,12 @@ impl VirtioDevice {
         self.bar.write(QUEUE_PFN, &0u32.to_le_bytes()).map_err(io)
     }
 
-    /// Tells the device queue `q` has new buffers.
-    pub(crate) fn notify(&self, q: u16) {
+    /// Tells the device queue `q` has new buffers: a system call, made only for a device that
+    /// asks to be notified ([`crate::virtqueue::Virtqueue::publish`]). Never inlined, so that
+    /// the audit sees it as the one call out of the packet path.
+    #[inline(never)]
+    #[cold]
+    pub fn notify(&self, q: u16) {
         let _ = self.bar.write(QUEUE_NOTIFY, &q.to_le_bytes());
     }
 

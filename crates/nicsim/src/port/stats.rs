@@ -247,6 +247,15 @@ impl Port {
     }
 
     /// Enabled receive queues.
+    /// Receive and transmit queues the device uses now: the 82599's enabled ones, or a live
+    /// virtio function's receive and transmit virtqueues.
+    pub fn enabled_queues(&self) -> (usize, usize) {
+        match self.virtio_enabled_queues() {
+            Some(counts) => counts,
+            None => (self.active_rx.len(), self.active_tx.len()),
+        }
+    }
+
     pub fn active_rx_queues(&self) -> &[u32] {
         &self.active_rx
     }

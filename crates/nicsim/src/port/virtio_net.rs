@@ -507,6 +507,13 @@ impl Port {
         taken
     }
 
+    /// A virtio port's receive and transmit queues in use (live and given), if it is one.
+    pub(super) fn virtio_enabled_queues(&self) -> Option<(usize, usize)> {
+        let v = self.virtio.as_ref()?;
+        let usable = |q: usize| usize::from(v.live && v.queues[q].usable());
+        Some((usable(RX), usable(TX)))
+    }
+
     /// Whether the engine must poll this port.
     pub(super) fn virtio_busy(&self) -> bool {
         let queues = self.virtio.as_ref().is_some_and(|v| v.live && v.queues.iter().any(|q| q.usable()));

@@ -73,14 +73,25 @@ impl Sim {
         Self::start_with(name, false)
     }
 
+    /// Both ports virtio-net functions (docs/virtio.md).
+    pub fn start_virtio(name: &str) -> Sim {
+        Self::start_opts(
+            name,
+            SessionOptions { devices: vec![nicsim::pciconfig::Kind::VirtioNet], ..SessionOptions::default() },
+        )
+    }
+
     /// With `bound`, the functions appear bound to a kernel driver.
     pub fn start_with(name: &str, bound: bool) -> Sim {
+        Self::start_opts(name, SessionOptions { bound, ..SessionOptions::default() })
+    }
+
+    fn start_opts(name: &str, opts: SessionOptions) -> Sim {
         // nicsim's engine runs on CPU 0 and the driver on CPU 1. This thread (and the server's
         // control thread it spawns) stays on CPU 0 too: when it wakes up on CPU 1 to read
         // statistics, it preempts the polling driver.
         platform::sched::pin_current_thread(0).expect("pinning the test thread");
         let tag = std::env::var("SAFENIC_TEST_TAG").map(|t| format!("{t}-{name}")).unwrap_or_else(|_| name.into());
-        let opts = SessionOptions { bound, ..SessionOptions::default() };
         let session = Session::start(SCRATCH_PREFIX, &tag, &opts).expect("starting nicsim");
         let root = session.root().to_path_buf();
         Sim { session, root }

@@ -1,0 +1,40 @@
+//! `safenic fwd flexible` between two virtio-net ports of nicsim (docs/virtio.md): lossless and
+//! exactly accounted both ways, in order, with and without the paper's MAC rewrite; and the
+//! models that are the 82599's refused in one line.
+//! Needs root, hugepages and /dev/fuse (`make test` provides them); tests run one at a time.
+
+mod common;
+
+use common::{Sim, A, B, RATE_PPS, RUST};
+use nicsim::wire::TrafficSpec;
+
+fn forward(name: &str, args: &[&str]) {
+    let sim = Sim::start_virtio(name);
+    let mut child = sim.fwd(RUST, "flexible", &[&[A, B], args].concat());
+    sim.wait_driver_ready(&mut child);
+    let n = 200_000;
+    let s = sim.send_both_ways(TrafficSpec { rate_pps: Some(RATE_PPS), count: Some(n), ..TrafficSpec::default() });
+    let summary = common::stop_driver(RUST, "flexible", child);
+    common::assert_lossless(&s, &summary, n, true);
+    common::assert_no_lint(&sim);
+}
+
+#[test]
+fn flexible_forwards_every_frame_once_between_virtio_ports() {
+    forward("virtio-fwd", &[]);
+}
+
+#[test]
+fn flexible_forwards_unchanged_frames_between_virtio_ports() {
+    forward("virtio-fwd-none", &["--mac-rewrite", "none"]);
+}
+
+#[test]
+fn the_agent_models_are_refused_on_virtio_ports() {
+    let sim = Sim::start_virtio("virtio-agents");
+    let devices = sim.devices();
+    for mode in ["restricted", "const"] {
+        let err = common::fwd_error(RUST, mode, &[A, B, "--sysfs", &devices]);
+        assert!(err.contains("use flexible on virtio ports"), "{mode}: {err}");
+    }
+}
