@@ -618,7 +618,9 @@ mod registry_tests {
             name_of(forward_restricted::<false>),
             name_of(forward_const::<false>),
             name_of(forward_flexible::<false, false>),
-            name_of(crate::fwd_virtio::forward_virtio::<false>),
+            name_of(
+                crate::fwd_virtio::forward_virtio::<false, RxQueue<RING>, TxQueue<RING>, RxQueue<RING>, TxQueue<RING>>,
+            ),
         ];
         assert_eq!(HOT_PATHS, loops.map(|n| n.trim_end_matches("::").to_string()));
         let cold = [

@@ -1,12 +1,14 @@
-//! `safenic fwd flexible` between two virtio-net ports (docs/virtio.md): the flexible model's
-//! loop over `crates/virtio`'s queues, through the same `Receive`/`Transmit` API as the 82599's.
+//! `safenic fwd flexible` when a port is a virtio-net function (docs/virtio.md): the flexible
+//! model's loop over `crates/virtio`'s queues and, for an 82599 port, ixgbe's, through the one
+//! `Receive`/`Transmit` API.
 //! Lossless: what the transmit queue cannot take yet waits in the batch, and a virtio device
 //! holds its link partner while it has no receive buffer, so nothing is dropped anywhere.
 
-use crate::fwd::{Options, BATCH, POOL};
+use crate::fwd::{Options, BATCH, POOL, RING};
 use crate::{MacRewrite, Mode};
 use ixgbe::agent::rewrite_macs;
-use ixgbe::queues::{Batch, BufferPool, Receive, Transmit};
+use ixgbe::queues::{Batch, BufferPool, QueueMemory, QueueParts, Receive, Transmit};
+use ixgbe::DriverError;
 use std::path::Path;
 use std::time::Instant;
 use virtio::queues::{RxQueue, TxQueue, VirtioMemory};
@@ -23,15 +25,20 @@ pub fn is_virtio(sysfs: &Path, address: &str) -> bool {
     std::fs::read_to_string(sysfs.join(address).join("vendor")).is_ok_and(|v| v.trim() == "0x1af4")
 }
 
-/// One direction: a receive queue, the transmit queue its packets go to, their pool.
-pub struct VirtioDirection<'q, 'a> {
-    rx: &'q mut RxQueue<'a, QUEUE>,
-    tx: &'q mut TxQueue<'a, QUEUE>,
+/// One direction: a receive queue, the transmit queue its packets go to (of either kind of
+/// device), their pool.
+pub struct AnyDirection<'q, 'a, R, T> {
+    rx: &'q mut R,
+    tx: &'q mut T,
     pool: &'q mut BufferPool<'a>,
     batch: Batch<'a, BATCH>,
 }
 
-impl VirtioDirection<'_, '_> {
+impl<'q, 'a, R: Receive<'a>, T: Transmit<'a>> AnyDirection<'q, 'a, R, T> {
+    fn new(rx: &'q mut R, tx: &'q mut T, pool: &'q mut BufferPool<'a>) -> Self {
+        AnyDirection { rx, tx, pool, batch: Batch::default() }
+    }
+
     /// Receives into the batch's free room, rewrites what arrived, transmits what the queue takes.
     #[inline(always)]
     fn burst<const REWRITE: bool>(&mut self) -> u64 {
@@ -45,6 +52,13 @@ impl VirtioDirection<'_, '_> {
             }
         }
         self.tx.tx_batch(self.pool, &mut self.batch) as u64
+    }
+
+    /// Frames still waiting in the batch, which go back to the pool now that forwarding stopped.
+    fn stop(&mut self) -> u64 {
+        let waiting = self.batch.len() as u64;
+        self.batch.release(self.pool);
+        waiting
     }
 }
 
@@ -63,11 +77,17 @@ impl StopWhen {
 
 /// The loop: both directions until `stop` is due, looked at every [`CHECK_EVERY`] rounds.
 #[inline(never)]
-pub fn forward_virtio<const REWRITE: bool>(
-    ab: &mut VirtioDirection<'_, '_>,
-    ba: &mut VirtioDirection<'_, '_>,
+pub fn forward_virtio<'a, const REWRITE: bool, RA, TB, RB, TA>(
+    ab: &mut AnyDirection<'_, 'a, RA, TB>,
+    ba: &mut AnyDirection<'_, 'a, RB, TA>,
     stop: &StopWhen,
-) -> [u64; 2] {
+) -> [u64; 2]
+where
+    RA: Receive<'a>,
+    TB: Transmit<'a>,
+    RB: Receive<'a>,
+    TA: Transmit<'a>,
+{
     let mut counts = [0u64; 2];
     loop {
         for _ in 0..CHECK_EVERY {
@@ -80,7 +100,75 @@ pub fn forward_virtio<const REWRITE: bool>(
     }
 }
 
-/// `safenic fwd` with virtio ports.
+/// What a forwarding run did, for the summary line.
+struct Outcome {
+    counts: [u64; 2],
+    malformed: u64,
+    dropped: u64,
+}
+
+/// Runs the loop over `ab` and `ba` with the rewrite `o` asks for, until a signal or `--seconds`.
+fn forward_both<'a, RA, TB, RB, TA>(
+    o: &Options,
+    ab: &mut AnyDirection<'_, 'a, RA, TB>,
+    ba: &mut AnyDirection<'_, 'a, RB, TA>,
+) -> [u64; 2]
+where
+    RA: Receive<'a>,
+    TB: Transmit<'a>,
+    RB: Receive<'a>,
+    TA: Transmit<'a>,
+{
+    let stop = StopWhen { until: o.seconds.map(|s| Instant::now() + std::time::Duration::from_secs_f64(s)) };
+    match o.mac_rewrite {
+        MacRewrite::Paper => forward_virtio::<true, _, _, _, _>(ab, ba, &stop),
+        MacRewrite::None => forward_virtio::<false, _, _, _, _>(ab, ba, &stop),
+    }
+}
+
+/// Both ports virtio: one memory per direction holds its receive queue's ring and pool, the
+/// other port's transmit ring (pool inversion, as in the 82599's flexible model) and a
+/// control queue.
+fn virtio_both(o: &Options, a: &VirtioDevice, b: &VirtioDevice) -> Result<Outcome, DriverError> {
+    let mut mem_ab = VirtioMemory::<QUEUE>::allocate(POOL)?;
+    let mut mem_ba = VirtioMemory::<QUEUE>::allocate(POOL)?;
+    let (ab_parts, ba_parts) = (mem_ab.parts()?, mem_ba.parts()?);
+    let (mut pool_ab, mut pool_ba) = (ab_parts.pool, ba_parts.pool);
+    let mut rx_a = RxQueue::<QUEUE>::new(a, ab_parts.rx, &mut pool_ab)?;
+    let mut rx_b = RxQueue::<QUEUE>::new(b, ba_parts.rx, &mut pool_ba)?;
+    let mut tx_b = TxQueue::<QUEUE>::new(b, ab_parts.tx)?;
+    let mut tx_a = TxQueue::<QUEUE>::new(a, ba_parts.tx)?;
+    let _ctrl_a = a.start::<QUEUE>(ab_parts.ctrl)?;
+    let _ctrl_b = b.start::<QUEUE>(ba_parts.ctrl)?;
+    let mut ab = AnyDirection::new(&mut rx_a, &mut tx_b, &mut pool_ab);
+    let mut ba = AnyDirection::new(&mut rx_b, &mut tx_a, &mut pool_ba);
+    let counts = forward_both(o, &mut ab, &mut ba);
+    let dropped = ab.stop() + ba.stop();
+    Ok(Outcome { counts, malformed: rx_a.refused + rx_b.refused, dropped })
+}
+
+/// An 82599 port and a virtio port, in either order: the 82599's memory holds its rings and
+/// pool, the virtio port's its own; each receive queue's pool feeds the other port's transmit
+/// queue. `virtio_is_input` says which port is `a` of the command line.
+fn mixed(o: &Options, x: &ixgbe::Device<'_>, v: &VirtioDevice, virtio_is_input: bool) -> Result<Outcome, DriverError> {
+    let mut mem_x = QueueMemory::<RING>::allocate(POOL)?;
+    let mut mem_v = VirtioMemory::<QUEUE>::allocate(POOL)?;
+    let QueueParts { rx: rx_ring_x, tx: tx_ring_x, pool: mut pool_x } = mem_x.parts()?;
+    let v_parts = mem_v.parts()?;
+    let mut pool_v = v_parts.pool;
+    let mut rx_x = ixgbe::queues::RxQueue::<RING>::new(x, rx_ring_x, &mut pool_x)?;
+    let mut tx_x = ixgbe::queues::TxQueue::<RING>::new(x, tx_ring_x)?;
+    let mut rx_v = RxQueue::<QUEUE>::new(v, v_parts.rx, &mut pool_v)?;
+    let mut tx_v = TxQueue::<QUEUE>::new(v, v_parts.tx)?;
+    let _ctrl = v.start::<QUEUE>(v_parts.ctrl)?;
+    let mut xv = AnyDirection::new(&mut rx_x, &mut tx_v, &mut pool_x);
+    let mut vx = AnyDirection::new(&mut rx_v, &mut tx_x, &mut pool_v);
+    let counts = if virtio_is_input { forward_both(o, &mut vx, &mut xv) } else { forward_both(o, &mut xv, &mut vx) };
+    let dropped = xv.stop() + vx.stop();
+    Ok(Outcome { counts, malformed: rx_x.refused.total() + rx_v.refused, dropped })
+}
+
+/// `safenic fwd` when a port is a virtio-net function.
 pub fn run(o: &Options) -> Result<(), String> {
     if o.mode != Mode::Flexible {
         return Err(format!(
@@ -91,61 +179,49 @@ pub fn run(o: &Options) -> Result<(), String> {
     if o.filter.is_some() {
         return Err("--filter is not available on virtio ports yet: forward without it".into());
     }
-    let (input_virtio, output_virtio) = (is_virtio(&o.sysfs, &o.input), is_virtio(&o.sysfs, &o.output));
-    if !(input_virtio && output_virtio) {
-        return Err(
-            "one port is an 82599 and the other a virtio-net function: safenic fwd forwards between two of a kind so far (the queue API mixes them: crates/virtio/tests/with_82599.rs)"
-                .into(),
-        );
-    }
     platform::signals::install_termination_flag().map_err(|e| format!("installing signal handlers: {e}"))?;
     if let Some(cpu) = o.cpu {
         platform::sched::pin_current_thread(cpu).map_err(|e| format!("pinning to CPU {cpu}: {e}"))?;
     }
-    let a = VirtioDevice::open(&o.sysfs, &o.input).map_err(|e| e.to_string())?;
-    let b = VirtioDevice::open(&o.sysfs, &o.output).map_err(|e| e.to_string())?;
-    if a.address() == b.address() {
-        return Err(format!("{} is both input and output: give two different ports", o.input));
-    }
-    // One memory per direction: its receive queue's ring and pool, the other port's transmit
-    // ring (pool inversion, as in the 82599's flexible model), and a control queue.
-    let mut mem_ab = VirtioMemory::<QUEUE>::allocate(POOL).map_err(|e| e.to_string())?;
-    let mut mem_ba = VirtioMemory::<QUEUE>::allocate(POOL).map_err(|e| e.to_string())?;
-    let ab_parts = mem_ab.parts().map_err(|e| e.to_string())?;
-    let ba_parts = mem_ba.parts().map_err(|e| e.to_string())?;
-    let (mut pool_ab, mut pool_ba) = (ab_parts.pool, ba_parts.pool);
-    let e = |e: virtio::DriverError| e.to_string();
-    let mut rx_a = RxQueue::<QUEUE>::new(&a, ab_parts.rx, &mut pool_ab).map_err(e)?;
-    let mut rx_b = RxQueue::<QUEUE>::new(&b, ba_parts.rx, &mut pool_ba).map_err(e)?;
-    let mut tx_b = TxQueue::<QUEUE>::new(&b, ab_parts.tx).map_err(e)?;
-    let mut tx_a = TxQueue::<QUEUE>::new(&a, ba_parts.tx).map_err(e)?;
-    let _ctrl_a = a.start::<QUEUE>(ab_parts.ctrl).map_err(e)?;
-    let _ctrl_b = b.start::<QUEUE>(ba_parts.ctrl).map_err(e)?;
-    let mut ab = VirtioDirection { rx: &mut rx_a, tx: &mut tx_b, pool: &mut pool_ab, batch: Batch::default() };
-    let mut ba = VirtioDirection { rx: &mut rx_b, tx: &mut tx_a, pool: &mut pool_ba, batch: Batch::default() };
     let start = Instant::now();
-    let stop = StopWhen { until: o.seconds.map(|s| start + std::time::Duration::from_secs_f64(s)) };
-    let counts = match o.mac_rewrite {
-        MacRewrite::Paper => forward_virtio::<true>(&mut ab, &mut ba, &stop),
-        MacRewrite::None => forward_virtio::<false>(&mut ab, &mut ba, &stop),
+    let (input_virtio, output_virtio) = (is_virtio(&o.sysfs, &o.input), is_virtio(&o.sysfs, &o.output));
+    let e = |e: DriverError| e.to_string();
+    // Every function is opened before the first queue starts: an 82599 queue confines the process.
+    let outcome = match (input_virtio, output_virtio) {
+        (true, true) => {
+            let a = VirtioDevice::open(&o.sysfs, &o.input).map_err(e)?;
+            let b = VirtioDevice::open(&o.sysfs, &o.output).map_err(e)?;
+            if a.address() == b.address() {
+                return Err(format!("{} is both input and output: give two different ports", o.input));
+            }
+            virtio_both(o, &a, &b).map_err(e)?
+        }
+        (virtio_is_input, _) => {
+            let (x_address, v_address) = if virtio_is_input { (&o.output, &o.input) } else { (&o.input, &o.output) };
+            let port = ixgbe::Port::open(&o.sysfs, x_address).map_err(e)?;
+            let v = VirtioDevice::open(&o.sysfs, v_address).map_err(e)?;
+            let x = port.device();
+            x.init().map_err(e)?;
+            // Lossless on the 82599 side too: it holds its link partner while its ring is full.
+            x.enable_flow_control();
+            x.wait_for_link(std::time::Duration::from_secs(10)).map_err(e)?;
+            mixed(o, &x, &v, virtio_is_input).map_err(e)?
+        }
     };
-    let waiting = (ab.batch.len() + ba.batch.len()) as u64;
-    ab.batch.release(ab.pool);
-    ba.batch.release(ba.pool);
     let secs = start.elapsed().as_secs_f64();
-    let refused = rx_a.refused + rx_b.refused;
+    let c = outcome.counts;
     cli::outln!(
         "safenic fwd flexible: {} -> {} {} packets, {} -> {} {} packets, {:.1} s, {:.3} Mpps, {} malformed, {} dropped (virtio)",
         o.input,
         o.output,
-        counts[0],
+        c[0],
         o.output,
         o.input,
-        counts[1],
+        c[1],
         secs,
-        (counts[0] + counts[1]) as f64 / secs.max(1e-9) / 1e6,
-        refused,
-        waiting
+        (c[0] + c[1]) as f64 / secs.max(1e-9) / 1e6,
+        outcome.malformed,
+        outcome.dropped
     )?;
     Ok(())
 }

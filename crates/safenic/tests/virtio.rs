@@ -1,15 +1,19 @@
-//! `safenic fwd flexible` between two virtio-net ports of nicsim (docs/virtio.md): lossless and
-//! exactly accounted both ways, in order, with and without the paper's MAC rewrite; and the
-//! models that are the 82599's refused in one line.
+//! `safenic fwd flexible` between two virtio-net ports of nicsim, and between an 82599 and a
+//! virtio port either way round (docs/virtio.md): lossless and exactly accounted both ways, in
+//! order, with and without the paper's MAC rewrite; and the models that are the 82599's refused
+//! in one line.
 //! Needs root, hugepages and /dev/fuse (`make test` provides them); tests run one at a time.
 
 mod common;
 
 use common::{Sim, A, B, RATE_PPS, RUST};
+use nicsim::pciconfig::Kind;
 use nicsim::wire::TrafficSpec;
 
-fn forward(name: &str, args: &[&str]) {
-    let sim = Sim::start_virtio(name);
+const VIRTIO: &[Kind] = &[Kind::VirtioNet];
+
+fn forward(name: &str, devices: &[Kind], args: &[&str]) {
+    let sim = Sim::start_devices(name, devices);
     let mut child = sim.fwd(RUST, "flexible", &[&[A, B], args].concat());
     sim.wait_driver_ready(&mut child);
     let n = 200_000;
@@ -21,17 +25,27 @@ fn forward(name: &str, args: &[&str]) {
 
 #[test]
 fn flexible_forwards_every_frame_once_between_virtio_ports() {
-    forward("virtio-fwd", &[]);
+    forward("virtio-fwd", VIRTIO, &[]);
+}
+
+#[test]
+fn flexible_forwards_every_frame_once_between_an_82599_and_a_virtio_port() {
+    forward("ixgbe-virtio-fwd", &[Kind::Ixgbe, Kind::VirtioNet], &[]);
+}
+
+#[test]
+fn flexible_forwards_every_frame_once_between_a_virtio_and_an_82599_port() {
+    forward("virtio-ixgbe-fwd", &[Kind::VirtioNet, Kind::Ixgbe], &[]);
 }
 
 #[test]
 fn flexible_forwards_unchanged_frames_between_virtio_ports() {
-    forward("virtio-fwd-none", &["--mac-rewrite", "none"]);
+    forward("virtio-fwd-none", VIRTIO, &["--mac-rewrite", "none"]);
 }
 
 #[test]
 fn the_agent_models_are_refused_on_virtio_ports() {
-    let sim = Sim::start_virtio("virtio-agents");
+    let sim = Sim::start_devices("virtio-agents", VIRTIO);
     let devices = sim.devices();
     for mode in ["restricted", "const"] {
         let err = common::fwd_error(RUST, mode, &[A, B, "--sysfs", &devices]);

@@ -73,12 +73,9 @@ impl Sim {
         Self::start_with(name, false)
     }
 
-    /// Both ports virtio-net functions (docs/virtio.md).
-    pub fn start_virtio(name: &str) -> Sim {
-        Self::start_opts(
-            name,
-            SessionOptions { devices: vec![nicsim::pciconfig::Kind::VirtioNet], ..SessionOptions::default() },
-        )
+    /// Ports of these kinds, the last for the ports beyond the list (docs/virtio.md).
+    pub fn start_devices(name: &str, devices: &[nicsim::pciconfig::Kind]) -> Sim {
+        Self::start_opts(name, SessionOptions { devices: devices.to_vec(), ..SessionOptions::default() })
     }
 
     /// With `bound`, the functions appear bound to a kernel driver.
