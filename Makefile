@@ -7,7 +7,7 @@ CARGO ?= cargo
 ISA ?= $(shell scripts/isa-level)
 export RUSTFLAGS := -C target-cpu=$(ISA)
 
-.PHONY: all setup build demo test test-mpk test-chaos soak chaos-report bench bench-smoke bench-dpdk bench-isolation audit sanitize fuzz stress fmt clean
+.PHONY: all setup build demo test test-mpk test-peers test-chaos soak chaos-report bench bench-smoke bench-dpdk bench-isolation audit sanitize fuzz stress fmt clean
 
 all: build
 
@@ -45,6 +45,14 @@ test: setup
 # run only the process backend's half. About 20 seconds; part of `make test`.
 test-mpk: setup
 	scripts/test-mpk
+
+# Linux network stacks as peers (crates/safenic/tests/peers.rs): two network namespaces joined
+# by nicsim's ports through TAP interfaces, ping, iperf3 and tcpdump through the Rust driver on
+# the 82599 and on virtio-net and through the C baseline. Part of `make test`; this runs only them.
+test-peers: setup
+	$(CARGO) build --workspace
+	target/debug/safenic-drivers build
+	$(CARGO) test -p safenic --test peers -- --test-threads=1
 
 # The Rust driver, every model, against a hostile device (crates/safenic/tests/chaos.rs):
 # 10^6 hostile write-backs, a stall and every wire fault, each followed by an exact check that

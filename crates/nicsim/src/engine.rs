@@ -49,6 +49,9 @@ pub struct PortWire {
     pub rx_clock: WireClock,
     /// Faults injected into this port and its wire.
     pub chaos: Chaos,
+    /// A TAP interface in place of generator and sink: the Linux network stack is the link
+    /// partner (`nicsim serve --tap`).
+    pub tap: Option<platform::tap::Tap>,
 }
 
 /// The device engine.
@@ -93,6 +96,7 @@ impl<D: DmaSpace> Engine<D> {
                 cable: None,
                 rx_clock: WireClock::new(gbps),
                 chaos: Chaos::default(),
+                tap: None,
             })
             .collect();
         for &(a, b) in cables {
@@ -158,7 +162,7 @@ impl<D: DmaSpace> Engine<D> {
         }
         for i in 0..ports.len() {
             let captured = wires[i].pcap.as_ref().is_some_and(|p| p.direction != Captured::Rx);
-            if wires[i].cable.is_none() && !ports[i].loops_back() && !captured {
+            if wires[i].cable.is_none() && !ports[i].loops_back() && !captured && wires[i].tap.is_none() {
                 // Only the sink sees these frames: it reads them in driver memory.
                 ports[i].transmit(&mut Domain::new(dma, i), now_ps, &mut wires[i].sink);
                 continue;
@@ -178,9 +182,13 @@ impl<D: DmaSpace> Engine<D> {
             }
             let into = if batch.loopback { Some(i) } else { wires[i].cable };
             let Some(j) = into else {
-                let sink = &mut wires[i].sink;
+                let w = &mut wires[i];
                 for (frame, end_ps) in batch.iter() {
-                    sink.consume(frame, end_ps);
+                    w.sink.consume(frame, end_ps);
+                    if let Some(tap) = w.tap.as_mut() {
+                        // A full kernel queue drops the frame, as a link partner that cannot keep up.
+                        let _ = tap.send(frame);
+                    }
                 }
                 continue;
             };
@@ -213,6 +221,10 @@ impl<D: DmaSpace> Engine<D> {
                 // nothing meanwhile.
                 w.generator.hold(now_ps);
                 continue;
+            }
+            if let Some(tap) = w.tap.as_mut() {
+                let pcap = w.pcap.as_mut().filter(|p| p.direction != Captured::Tx);
+                receive_from_tap(&mut ports[i], dma, tap, &mut w.rx_clock, pcap, now_ps);
             }
             let allowed = w.generator.allowance(now_ps, GEN_BURST);
             if allowed == 0 {
@@ -605,6 +617,33 @@ fn deliver_through_faults<D: DmaSpace>(
         }
     }
     xoff
+}
+
+/// Delivers what the kernel sent on `tap` to `port`, at most [`GEN_BURST`] frames and no faster
+/// than line rate, each padded to the 60 bytes a frame has on the wire (the kernel's ARP frames
+/// have 42). Frames wait in the kernel while the wire is busy.
+fn receive_from_tap<D: DmaSpace>(
+    port: &mut Port,
+    dma: &mut D,
+    tap: &mut platform::tap::Tap,
+    clock: &mut WireClock,
+    mut pcap: Option<&mut PcapWriter>,
+    now_ps: u64,
+) {
+    let mut frame = [0u8; 1522];
+    for _ in 0..GEN_BURST {
+        if !clock.ready(now_ps) {
+            return;
+        }
+        let Some(n) = tap.receive(&mut frame) else { return };
+        let len = n.max(crate::wire::MIN_FRAME);
+        frame[n..len].fill(0);
+        let end_ps = clock.send(now_ps, len);
+        if let Some(p) = pcap.as_mut() {
+            let _ = p.record(&frame[..len], end_ps);
+        }
+        port.receive(dma, &frame[..len]);
+    }
 }
 
 /// Delivers a PAUSE frame a port sends on its wire: the generator feeding the port learns of

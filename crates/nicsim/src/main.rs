@@ -61,6 +61,10 @@ enum Cmd {
         /// (`--device 82599,virtio-net`; the last applies to the ports beyond the list).
         #[arg(long, value_delimiter = ',', value_parser = device_kind, default_value = "82599")]
         device: Vec<nicsim::pciconfig::Kind>,
+        /// Attach the next port's wire to a new TAP interface instead of generator and sink:
+        /// `--tap NAME` or `--tap NAME,netns=NS` (repeatable: the first for port 0, and so on).
+        #[arg(long)]
+        tap: Vec<nicsim::server::TapSpec>,
     },
     /// Run CMD in a private mount namespace where nicsim's functions are /sys/bus/pci/devices.
     Exec {
@@ -368,7 +372,7 @@ fn main() -> ExitCode {
 fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
     let session = Session::connect(root);
     match cmd {
-        Cmd::Serve { ports, cable, link_gbps, cpu, bound, link_up_ms, sfp, device } => {
+        Cmd::Serve { ports, cable, link_gbps, cpu, bound, link_up_ms, sfp, device, tap } => {
             platform::signals::install_termination_flag().map_err(|e| e.to_string())?;
             let link_up = Duration::from_millis(link_up_ms);
             let opts = ServeOptions {
@@ -381,6 +385,7 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
                 link_up,
                 sfp: sfp == SfpCage::Sr,
                 devices: device,
+                taps: tap,
             };
             let creates_root = !root.exists();
             let server = Server::start(&opts)?;

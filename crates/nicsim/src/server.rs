@@ -48,6 +48,53 @@ pub struct ServeOptions {
     pub sfp: bool,
     /// What each port is (the last entry applies to ports beyond the list; empty: all 82599).
     pub devices: Vec<Kind>,
+    /// TAP interfaces for the first ports' wires, in port order (`--tap`).
+    pub taps: Vec<TapSpec>,
+}
+
+/// A TAP interface for a port's wire: its name, and the network namespace to move it to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TapSpec {
+    pub name: String,
+    pub netns: Option<String>,
+}
+
+impl std::str::FromStr for TapSpec {
+    type Err = String;
+    /// `NAME` or `NAME,netns=NS`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (name, rest) = s.split_once(',').map_or((s, None), |(n, r)| (n, Some(r)));
+        let netns = match rest {
+            None => None,
+            Some(r) => Some(
+                r.strip_prefix("netns=")
+                    .filter(|ns| !ns.is_empty())
+                    .ok_or_else(|| format!("--tap {s}: write NAME or NAME,netns=NS"))?,
+            ),
+        };
+        if name.is_empty() || name.len() > 15 {
+            return Err(format!("--tap {s}: an interface name has 1 to 15 characters"));
+        }
+        Ok(TapSpec { name: name.to_string(), netns: netns.map(str::to_string) })
+    }
+}
+
+/// Creates the TAP interface of `spec` and moves it to its namespace, if it names one.
+fn create_tap(spec: &TapSpec) -> Result<platform::tap::Tap, String> {
+    let tap = platform::tap::Tap::create(&spec.name).map_err(|e| e.to_string())?;
+    if let Some(ns) = &spec.netns {
+        let status = std::process::Command::new("ip")
+            .args(["link", "set", &spec.name, "netns", ns])
+            .status()
+            .map_err(|e| format!("running ip (install iproute2): {e}"))?;
+        if !status.success() {
+            return Err(format!(
+                "moving {} to network namespace {ns} failed: create it first (ip netns add {ns})",
+                spec.name
+            ));
+        }
+    }
+    Ok(tap)
 }
 
 impl ServeOptions {
@@ -80,6 +127,9 @@ impl Server {
             if a >= opts.ports || b >= opts.ports || a == b {
                 return Err(format!("cable {a}-{b} must join two different ports below {}", opts.ports));
             }
+        }
+        if opts.taps.len() > opts.ports {
+            return Err(format!("{} --tap for {} ports: one TAP per port at most", opts.taps.len(), opts.ports));
         }
         if !(opts.gbps > 0.0 && opts.gbps.is_finite()) {
             return Err("--link-gbps must be positive".into());
@@ -180,6 +230,9 @@ impl Server {
             ports: info_ports,
         };
         let mut engine = Engine::new(ports, dma, opts.gbps, &opts.cables);
+        for (wire, spec) in engine.wires.iter_mut().zip(&opts.taps) {
+            wire.tap = Some(create_tap(spec)?);
+        }
         engine.describe(info);
         let (tx, rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));

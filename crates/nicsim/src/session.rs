@@ -72,6 +72,7 @@ impl Session {
             link_up: opts.link_up,
             sfp: true,
             devices: opts.devices.clone(),
+            taps: Vec::new(),
         };
         Ok(Session { link: Link::InProcess(Server::start(&serve)?), root, _scratch: Some(scratch) })
     }

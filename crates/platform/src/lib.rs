@@ -26,6 +26,7 @@ pub mod pci;
 pub mod process;
 pub mod sched;
 pub mod signals;
+pub mod tap;
 pub mod valgrind;
 
 pub use error::PlatformError;
