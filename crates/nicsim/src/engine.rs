@@ -524,7 +524,8 @@ impl<D: DmaSpace> Engine<D> {
             .ports
             .iter()
             .zip(self.wires.iter())
-            .map(|(p, w)| PortStats {
+            .map(|(p, w)| (p, w, p.enabled_queues()))
+            .map(|(p, w, (rx_queues, tx_queues))| PortStats {
                 port: p.index,
                 generator_active: w.generator.active(),
                 generated: w.generator.sent,
@@ -549,8 +550,8 @@ impl<D: DmaSpace> Engine<D> {
                 lint_warnings: p.lint.entries().len(),
                 resets: p.resets,
                 pcap_written: w.pcap.as_ref().map(|c| c.written),
-                rx_queues_enabled: p.enabled_queues().0,
-                tx_queues_enabled: p.enabled_queues().1,
+                rx_queues_enabled: rx_queues,
+                tx_queues_enabled: tx_queues,
                 tx_paused: p.tx_paused,
                 flow_control: FlowStats {
                     partner_paused: p.flow.partner_paused(now_ps),

@@ -224,10 +224,7 @@ pub fn run(o: &Options) -> Result<(), String> {
     }
     // Before the devices: the process backend starts its helper now.
     let mut filter = o.filter.map(|port| Filter::new(port, BATCH)).transpose()?;
-    platform::signals::install_termination_flag().map_err(|e| format!("installing signal handlers: {e}"))?;
-    if let Some(cpu) = o.cpu {
-        platform::sched::pin_current_thread(cpu).map_err(|e| format!("pinning to CPU {cpu}: {e}"))?;
-    }
+    stop_on_signals_and_pin(o)?;
     let port_a = Port::open(&o.sysfs, &o.input).map_err(|e| e.to_string())?;
     let port_b = Port::open(&o.sysfs, &o.output).map_err(|e| e.to_string())?;
     if port_a.address() == port_b.address() {
@@ -280,6 +277,15 @@ pub fn run(o: &Options) -> Result<(), String> {
         Some(e) => Err(e.to_string()),
         None => Ok(()),
     }
+}
+
+/// SIGINT/SIGTERM end forwarding, and the process runs on `--cpu` if given.
+pub fn stop_on_signals_and_pin(o: &Options) -> Result<(), String> {
+    platform::signals::install_termination_flag().map_err(|e| format!("installing signal handlers: {e}"))?;
+    if let Some(cpu) = o.cpu {
+        platform::sched::pin_current_thread(cpu).map_err(|e| format!("pinning to CPU {cpu}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Sets both devices up from scratch: reset and configuration [DS 4.6.3], flow control if

@@ -179,10 +179,7 @@ pub fn run(o: &Options) -> Result<(), String> {
     if o.filter.is_some() {
         return Err("--filter is not available on virtio ports yet: forward without it".into());
     }
-    platform::signals::install_termination_flag().map_err(|e| format!("installing signal handlers: {e}"))?;
-    if let Some(cpu) = o.cpu {
-        platform::sched::pin_current_thread(cpu).map_err(|e| format!("pinning to CPU {cpu}: {e}"))?;
-    }
+    crate::fwd::stop_on_signals_and_pin(o)?;
     let start = Instant::now();
     let (input_virtio, output_virtio) = (is_virtio(&o.sysfs, &o.input), is_virtio(&o.sysfs, &o.output));
     let e = |e: DriverError| e.to_string();

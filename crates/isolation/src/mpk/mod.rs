@@ -26,7 +26,7 @@ const GUARD: usize = 4096;
 /// What a domain keeps across discards, and what a dropped domain leaves for the next one of
 /// the same library: a link namespace cannot be unloaded, and keys are few (15).
 struct Core {
-    library_name: &'static str,
+    c_library_name: &'static str,
     sizes: (usize, usize, usize, usize),
     key: u32,
     memory: Mapping,
@@ -56,7 +56,7 @@ impl MpkDomain {
         let name = config.c_library.name();
         let pooled = {
             let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
-            pool.iter().position(|c| c.library_name == name && c.sizes == sizes).map(|i| pool.swap_remove(i))
+            pool.iter().position(|core| core.c_library_name == name && core.sizes == sizes).map(|i| pool.swap_remove(i))
         };
         let mut core = match pooled {
             Some(core) => core,
@@ -94,7 +94,7 @@ impl Core {
         let namespace = LibraryNamespace::load(&config.c_library, &config.symbols, heap.0, heap.1, key)?;
         let area = IoArea { base: io_base as *mut u8, input_cap: config.input_bytes, output_cap: config.output_bytes };
         let sizes = (config.stack_bytes, config.heap_bytes, config.input_bytes, config.output_bytes);
-        Ok(Core { library_name: config.c_library.name(), sizes, key, memory, stack, heap, area, namespace })
+        Ok(Core { c_library_name: config.c_library.name(), sizes, key, memory, stack, heap, area, namespace })
     }
 
     /// Back to the state right after loading: the library's data from the snapshot, the

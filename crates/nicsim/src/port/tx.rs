@@ -20,7 +20,7 @@ const MAX_TX_FRAME: usize = 16 * 1024;
 /// `(1, 0)` for a broadcast destination, `(0, 1)` for another group address, `(0, 0)` for a
 /// unicast one or a frame too short to have one: what BPTC and MPTC add [DS 8.2.3.23].
 #[inline(always)]
-fn group_kind(dst: Option<[u8; 6]>) -> (u64, u64) {
+pub(super) fn group_kind(dst: Option<[u8; 6]>) -> (u64, u64) {
     match dst {
         Some(d) if d == [0xFF; 6] => (1, 0),
         Some(d) if d[0] & 1 != 0 => (0, 1),
@@ -195,7 +195,7 @@ impl Port {
 
     /// Transmit statistics for `packets` frames of `bytes` bytes in all (without FCS).
     #[inline(always)]
-    fn count_transmitted(&mut self, stat: usize, packets: u64, bytes: u64, broadcast: u64, multicast: u64) {
+    pub(super) fn count_transmitted(&mut self, stat: usize, packets: u64, bytes: u64, broadcast: u64, multicast: u64) {
         let c = &mut self.counters;
         c.gptc += packets;
         c.tpt += packets;

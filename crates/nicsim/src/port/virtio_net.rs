@@ -300,20 +300,8 @@ impl Port {
                 } else {
                     frame
                 };
-                let dst = bytes.first_chunk::<6>().copied();
-                let c = &mut self.counters;
-                c.gptc += 1;
-                c.tpt += 1;
-                c.gotc += (len + FCS_LEN) as u64;
-                c.qptc[0] += 1;
-                c.qbtc[0] += len as u64;
-                if let Some(d) = dst.filter(|d| d[0] & 1 != 0) {
-                    if d == [0xFF; 6] {
-                        c.bptc += 1;
-                    } else {
-                        c.mptc += 1;
-                    }
-                }
+                let (broadcast, multicast) = super::tx::group_kind(bytes.first_chunk::<6>().copied());
+                self.count_transmitted(0, 1, len as u64, broadcast, multicast);
                 let end = self.tx_wire.send(now_ps, len);
                 out.take(bytes, end);
             } else if !ok {

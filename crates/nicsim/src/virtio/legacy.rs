@@ -2,7 +2,7 @@
 //! configuration from offset 20 (no MSI-X), queues at a page frame number in the layout of
 //! [virtio 1.2 §2.7.2 "Legacy Interfaces: A Note on Virtqueue Layout"].
 
-use super::{feature, Shared};
+use super::{feature, Registers, Shared};
 use crate::iofs::IoFile;
 use std::sync::Arc;
 
@@ -40,8 +40,7 @@ pub struct LegacyBar {
 
 impl LegacyBar {
     /// The BAR's bytes as a read of them would return them now, the ISR left out.
-    fn image(&self) -> [u8; BAR_LEN as usize] {
-        let r = self.shared.lock();
+    fn image(r: &Registers) -> [u8; BAR_LEN as usize] {
         let mut b = [0u8; BAR_LEN as usize];
         if r.removed {
             return [0xFF; BAR_LEN as usize];
@@ -67,18 +66,18 @@ impl IoFile for LegacyBar {
     }
 
     fn read(&self, offset: u64, buf: &mut [u8], pid: u32) {
-        let image = self.image();
+        let mut r = self.shared.lock();
         let at = offset as usize;
-        buf.copy_from_slice(&image[at..at + buf.len()]);
-        let removed = self.shared.lock().removed;
-        if (offset..offset + buf.len() as u64).contains(&ISR) && !removed {
+        buf.copy_from_slice(&Self::image(&r)[at..at + buf.len()]);
+        if (offset..offset + buf.len() as u64).contains(&ISR) && !r.removed {
             buf[(ISR - offset) as usize] = self.shared.take_isr();
         }
-        self.shared.lock().driver.get_or_insert(pid);
+        r.driver.get_or_insert(pid);
     }
 
     fn write(&self, offset: u64, data: &[u8], pid: u32) {
-        let mut image = self.image();
+        let mut r = self.shared.lock();
+        let mut image = Self::image(&r);
         let at = offset as usize;
         image[at..at + data.len()].copy_from_slice(data);
         let touched = |reg: u64, len: u64| offset < reg + len && reg < offset + data.len() as u64;
@@ -86,7 +85,6 @@ impl IoFile for LegacyBar {
         let u32_at = |o: u64| u32::from_le_bytes(image[o as usize..o as usize + 4].try_into().unwrap_or([0; 4]));
         let mut change = false;
         {
-            let mut r = self.shared.lock();
             if r.removed {
                 return;
             }
@@ -123,6 +121,7 @@ impl IoFile for LegacyBar {
                 change = true;
             }
         }
+        drop(r);
         // QUEUE_NOTIFY needs nothing: the engine polls every available ring.
         if change {
             let n = self.shared.changed();

@@ -111,12 +111,7 @@ impl VirtioPeer {
     }
 
     fn put_desc(&self, q: usize, i: u16, offset: usize, len: u32, flags: u16, next: u16) {
-        let r = self.mem.region();
-        let at = self.rings[q].desc + 16 * i as usize;
-        r.write_u64(at, self.mem.phys(offset));
-        r.write_u32(at + 8, len);
-        r.write_u16(at + 12, flags);
-        r.write_u16(at + 14, next);
+        self.raw_desc(q, i, self.mem.phys(offset), len, flags, next);
     }
 
     /// Makes chain `head` available on queue `q`.
