@@ -41,13 +41,18 @@ struct Peers {
     ns: [String; 2],
     tap: [String; 2],
     session: Session,
-    _nicsim: Option<Reaped>,
+    nicsim: Option<Reaped>,
     scratch: ScratchDir,
 }
 
 impl Drop for Peers {
     fn drop(&mut self) {
-        self._nicsim = None; // killed and reaped first: the TAPs go with it
+        // nicsim stops on request, removing its tree and its TAPs before it exits; only then
+        // do the namespaces and the scratch directory go.
+        let _ = self.session.shutdown();
+        if let Some(nicsim) = self.nicsim.take() {
+            let _ = nicsim.wait_for_exit(Duration::from_secs(10));
+        }
         for ns in &self.ns {
             let _ = Command::new("ip").args(["netns", "delete", ns]).status();
         }
@@ -65,7 +70,7 @@ impl Peers {
             let _ = Command::new("ip").args(["netns", "delete", n]).stderr(Stdio::null()).status();
             ip(&["netns", "add", n]);
         }
-        let mut peers = Peers { ns, tap, session: Session::connect(scratch.path()), _nicsim: None, scratch };
+        let mut peers = Peers { ns, tap, session: Session::connect(scratch.path()), nicsim: None, scratch };
         let root = peers.scratch.path().join("nicsim");
         let nicsim = Path::new(common::SAFENIC).with_file_name("nicsim");
         let child = Reaped::spawn(
@@ -80,7 +85,7 @@ impl Peers {
                 .stdout(Stdio::null()),
         )
         .expect("spawning nicsim serve");
-        peers._nicsim = Some(child);
+        peers.nicsim = Some(child);
         peers.session = Session::connect(&root);
         peers.session.wait_answering(Duration::from_secs(10)).expect("nicsim serve came up");
         for ((ns, tap), address) in peers.ns.iter().zip(&peers.tap).zip(ADDRESS) {

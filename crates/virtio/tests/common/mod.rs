@@ -16,8 +16,20 @@ pub const FRAMES: u64 = 20_000;
 /// driver confines itself when a queue starts, after which nicsim could not open /dev/fuse.
 pub struct Sim {
     session: Session,
-    _child: Reaped,
+    child: Option<Reaped>,
     _scratch: ScratchDir,
+}
+
+impl Drop for Sim {
+    /// nicsim stops on request and removes its tree before it exits; only then does the
+    /// scratch directory go. Killed instead, its guardian would remove the tree while the
+    /// directory is being removed, and could leave it behind.
+    fn drop(&mut self) {
+        let _ = self.session.shutdown();
+        if let Some(child) = self.child.take() {
+            let _ = child.wait_for_exit(Duration::from_secs(10));
+        }
+    }
 }
 
 impl std::ops::Deref for Sim {
@@ -48,7 +60,7 @@ pub fn nicsim(test: &str, devices: &str) -> Sim {
         std::thread::sleep(Duration::from_millis(5));
     }
     platform::sched::pin_current_thread(1).expect("pinning the driver to CPU 1");
-    Sim { session, _child: child, _scratch: scratch }
+    Sim { session, child: Some(child), _scratch: scratch }
 }
 
 /// Forwards from `rx` to `tx` until port 1's sink has every frame, checking conservation.
