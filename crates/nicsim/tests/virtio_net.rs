@@ -1,7 +1,7 @@
 //! nicsim's virtio-net function driven by a legacy driver written from the specification
 //! (`common/virtio_peer.rs`) in another process than the device: initialisation, the control
 //! queue, receive and transmit with the net header, checksum completion, holding frames for a
-//! slow driver, reset, and what a bad driver gets. Needs root, hugepages and /dev/fuse
+//! slow driver, reset, a queue taken back, and what a bad driver gets. Needs root, hugepages and /dev/fuse
 //! (`make test` sets them up); run one test at a time.
 
 mod common;
@@ -152,6 +152,31 @@ fn a_reset_stops_the_device_before_the_write_returns() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(peer.used(RX).is_empty(), "nothing written after the reset");
+}
+
+#[test]
+fn a_queue_taken_back_while_frames_wait_is_never_touched_again() {
+    use nicsim::virtio::legacy::{QUEUE_PFN, QUEUE_SEL};
+    let sim = serve("virtio-take-back");
+    let mut peer = VirtioPeer::open(&sim.devices(), A, IXY_FEATURES);
+    peer.driver_ok();
+    for k in 0..10 {
+        peer.post_rx(k);
+    }
+    // More frames than chains: the rest wait in the packet buffer for chains that never come.
+    sim.start_traffic(0, traffic(2000, None, None)).unwrap();
+    assert_eq!(peer.wait_used(RX, 10, WAIT).len(), 10);
+    peer.write(QUEUE_SEL, &(RX as u16).to_le_bytes());
+    peer.write(QUEUE_PFN, &0u32.to_le_bytes());
+    let deadline = Instant::now() + WAIT;
+    while sim.stats().ports[0].drops.queue_disabled == 0 {
+        assert!(Instant::now() < deadline, "the waiting frames were neither delivered nor dropped");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let s = sim.stats().ports[0].clone();
+    assert_eq!(s.dma_faults, 0, "the device reached for the rings it was given back");
+    assert!(sim.lint().unwrap().is_empty(), "{:?}", sim.lint());
 }
 
 #[test]

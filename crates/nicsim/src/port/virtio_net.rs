@@ -465,6 +465,11 @@ impl Port {
 
     /// Writes `frame` into the next receive chain; false if there is none (or the queue broke).
     fn virtio_write_rx(&mut self, dma: &mut impl DmaSpace, frame: &[u8]) -> bool {
+        if !self.virtio.as_ref().is_some_and(|v| v.queues[RX].usable()) {
+            // Taken back (a reset, `queue_reset`, a page frame of 0): its memory is not the
+            // device's any more, and what waits for it is dropped by the caller.
+            return false;
+        }
         let Some(mut v) = self.virtio.take() else { return false };
         let mut q = v.queues[RX];
         let header_len = v.header_len();
