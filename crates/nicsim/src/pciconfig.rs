@@ -64,22 +64,43 @@ pub fn image(bar0_phys: u64) -> [u8; MODELLED] {
     c
 }
 
-/// A legacy virtio-net function's space: Red Hat's IDs, the transitional device ID with
-/// subsystem 1 (network) and revision 0 [virtio 1.2 §4.1.2.1], and BAR0, the legacy
-/// registers, in I/O space at `io_base` [virtio 1.2 §4.1.4.8]. I/O decoding is on, bus
-/// mastering off.
-pub fn image_virtio(io_base: u32) -> [u8; MODELLED] {
+/// A transitional virtio-net function's space: Red Hat's IDs, the transitional device ID with
+/// subsystem 1 (network) and revision 0 [virtio 1.2 §4.1.2.1]; BAR0, the legacy registers, in
+/// I/O space at `io_base` [virtio 1.2 §4.1.4.8]; BAR4, the virtio 1.x structures, in 64-bit
+/// memory at `bar4_phys`, each found through a capability [virtio 1.2 §4.1.4]. I/O and memory
+/// decoding are on, bus mastering off.
+pub fn image_virtio(io_base: u32, bar4_phys: u64) -> [u8; MODELLED] {
+    use crate::virtio::modern;
     let mut c = [0u8; MODELLED];
     let put16 = |c: &mut [u8; MODELLED], o: usize, v: u16| c[o..o + 2].copy_from_slice(&v.to_le_bytes());
     let put32 = |c: &mut [u8; MODELLED], o: usize, v: u32| c[o..o + 4].copy_from_slice(&v.to_le_bytes());
     put16(&mut c, 0x00, crate::virtio::VENDOR_VIRTIO);
     put16(&mut c, 0x02, crate::virtio::DEVICE_NET_TRANSITIONAL);
-    put16(&mut c, COMMAND, COMMAND_IO);
+    put16(&mut c, COMMAND, COMMAND_IO | COMMAND_MSE);
+    put16(&mut c, 0x06, 1 << 4); // STATUS: capabilities list
     put32(&mut c, 0x08, 0x0200_0000); // class 02/00/00 (Ethernet), revision 0
     put32(&mut c, BAR0, (io_base & VIRTIO_BAR0_MASK) | 1);
+    put32(&mut c, BAR4, (bar4_phys as u32 & VIRTIO_BAR4_MASK) | VIRTIO_BAR4_TYPE);
+    put32(&mut c, BAR4 + 4, (bar4_phys >> 32) as u32);
     put16(&mut c, 0x2C, crate::virtio::VENDOR_VIRTIO);
     put16(&mut c, 0x2E, crate::virtio::SUBSYSTEM_NET);
+    c[0x34] = 0x40; // capabilities pointer
     c[0x3D] = 0x01; // INTA
+                    // virtio_pci_cap: vendor 0x09, next, length, cfg_type, bar, id, padding, offset, length
+                    // [virtio 1.2 §4.1.4]; the notification capability adds its multiplier [§4.1.4.4].
+    let caps: [(usize, u8, u64, u64); 4] = [
+        (0x40, 1, modern::COMMON, modern::COMMON_LEN),
+        (0x50, 3, modern::ISR, 1),
+        (0x60, 4, modern::DEVICE, modern::DEVICE_LEN),
+        (0x70, 2, modern::NOTIFY, modern::NOTIFY_LEN),
+    ];
+    for (i, &(at, cfg_type, offset, length)) in caps.iter().enumerate() {
+        let next = caps.get(i + 1).map_or(0, |c| c.0 as u8);
+        c[at..at + 5].copy_from_slice(&[0x09, next, if cfg_type == 2 { 20 } else { 16 }, cfg_type, 4]);
+        put32(&mut c, at + 8, offset as u32);
+        put32(&mut c, at + 12, length as u32);
+    }
+    put32(&mut c, 0x70 + 16, modern::NOTIFY_MULTIPLIER);
     c
 }
 
@@ -87,6 +108,10 @@ pub fn image_virtio(io_base: u32) -> [u8; MODELLED] {
 pub const COMMAND_IO: u16 = 1 << 0;
 /// The legacy registers take 32 bytes of I/O space: BAR0's address bits 31:5.
 const VIRTIO_BAR0_MASK: u32 = !(crate::virtio::legacy::BAR_LEN as u32 - 1);
+/// BAR4 of a virtio function: 16 KiB of 64-bit prefetchable memory.
+const BAR4: usize = 0x20;
+const VIRTIO_BAR4_MASK: u32 = !(crate::virtio::modern::BAR_LEN as u32 - 1);
+const VIRTIO_BAR4_TYPE: u32 = 0b1100;
 
 /// The kind of function a configuration space belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +127,8 @@ fn writable(kind: Kind, offset: usize) -> u8 {
             0x04 => (COMMAND_IMPLEMENTED & 0xFF) as u8,
             0x05 => (COMMAND_IMPLEMENTED >> 8) as u8,
             0x0C | 0x0D | 0x3C => 0xFF,
-            0x10..=0x13 => 0xFF, // BAR0 (sizing handled separately); BAR1-5 are not implemented
+            0x10..=0x13 => 0xFF, // BAR0 (sizing handled separately)
+            0x20..=0x27 => 0xFF, // BAR4, 64-bit; BAR1-3 and 5 are not implemented
             _ => 0,
         };
     }
@@ -134,9 +160,10 @@ impl PciConfig {
         PciConfig { kind: Kind::Ixgbe, map, shadow, scratch: [0; MODELLED] }
     }
 
-    /// As [`Self::new`], for a legacy virtio-net function with its registers at `io_base`.
-    pub fn new_virtio(map: MappedRegion, io_base: u32) -> Self {
-        let shadow = image_virtio(io_base);
+    /// As [`Self::new`], for a virtio-net function with its legacy registers at `io_base` and
+    /// its virtio 1.x structures at `bar4_phys`.
+    pub fn new_virtio(map: MappedRegion, io_base: u32, bar4_phys: u64) -> Self {
+        let shadow = image_virtio(io_base, bar4_phys);
         map.write_bytes(0, &shadow);
         PciConfig { kind: Kind::VirtioNet, map, shadow, scratch: [0; MODELLED] }
     }
@@ -187,6 +214,10 @@ impl PciConfig {
             Kind::VirtioNet => (low & VIRTIO_BAR0_MASK) | 1,
         };
         fixed[BAR0..BAR0 + 4].copy_from_slice(&bar0.to_le_bytes());
+        if self.kind == Kind::VirtioNet {
+            let low = u32::from_le_bytes(fixed[BAR4..BAR4 + 4].try_into().expect("4 bytes"));
+            fixed[BAR4..BAR4 + 4].copy_from_slice(&((low & VIRTIO_BAR4_MASK) | VIRTIO_BAR4_TYPE).to_le_bytes());
+        }
         if fixed != self.scratch {
             self.map.write_bytes(0, &fixed);
         }
@@ -226,7 +257,7 @@ mod tests {
 
     #[test]
     fn a_virtio_function_has_an_io_bar_of_32_bytes() {
-        let mut c = PciConfig::new_virtio(MappedRegion::anonymous(CONFIG_LEN).unwrap(), 0xC040);
+        let mut c = PciConfig::new_virtio(MappedRegion::anonymous(CONFIG_LEN).unwrap(), 0xC040, 0xFE00_4000);
         assert_eq!(c.map.read_u32(0), 0x1000_1AF4);
         assert_eq!(c.map.read_u16(0x2E), 1, "subsystem: network");
         assert_eq!(c.map.read_u32(0x10), 0xC041);
@@ -238,6 +269,31 @@ mod tests {
         c.map.write_u16(COMMAND, COMMAND_IO | COMMAND_BME);
         c.poll();
         assert!(c.bus_master());
+    }
+
+    #[test]
+    fn a_virtio_function_has_a_memory_bar_of_16k_and_its_capabilities() {
+        let mut c = PciConfig::new_virtio(MappedRegion::anonymous(CONFIG_LEN).unwrap(), 0xC040, 0xFE00_4000);
+        assert_eq!(c.map.read_u32(0x20), 0xFE00_400C, "64-bit prefetchable memory");
+        c.map.write_u32(0x20, 0xFFFF_FFFF);
+        c.poll();
+        assert_eq!(c.map.read_u32(0x20), 0xFFFF_C00C, "16 KiB");
+        // Walk the list as a driver does: (cfg_type, bar, offset, length) of each vendor capability.
+        let byte = |at: usize| {
+            let mut b = [0u8];
+            c.map.read_bytes(at, &mut b);
+            b[0]
+        };
+        let mut found = Vec::new();
+        let mut at = byte(0x34) as usize;
+        while at != 0 {
+            assert_eq!(byte(at), 0x09, "vendor-specific");
+            found.push((byte(at + 3), byte(at + 4), c.map.read_u32(at + 8), c.map.read_u32(at + 12)));
+            at = byte(at + 1) as usize;
+        }
+        assert_eq!(found, vec![(1, 4, 0, 0x3C), (3, 4, 0x1000, 1), (4, 4, 0x2000, 8), (2, 4, 0x3000, 12)]);
+        assert_eq!(c.map.read_u32(0x70 + 16), 4, "notify_off_multiplier");
+        assert_ne!(c.map.read_u16(0x06) & (1 << 4), 0, "STATUS says there is a list");
     }
 
     #[test]

@@ -156,16 +156,18 @@ impl Server {
         let io_dir = opts.root.join(sysfs::IO_BARS);
         let virtio: Vec<(usize, Arc<crate::virtio::Shared>)> = (0..opts.ports)
             .filter(|&n| opts.device(n) == Kind::VirtioNet)
-            .map(|n| (n, crate::virtio::Shared::new(crate::port::default_mac(n), crate::virtio::feature::LEGACY)))
+            .map(|n| (n, crate::virtio::Shared::new(crate::port::default_mac(n), crate::virtio::feature::TRANSITIONAL)))
             .collect();
         let io_bars = if virtio.is_empty() {
             None
         } else {
             let files: Vec<(String, Arc<dyn IoFile>)> = virtio
                 .iter()
-                .map(|(n, shared)| {
-                    let bar: Arc<dyn IoFile> = Arc::new(crate::virtio::legacy::LegacyBar { shared: shared.clone() });
-                    (format!("{}-resource0", sysfs::port_address(*n)), bar)
+                .flat_map(|(n, shared)| {
+                    let legacy: Arc<dyn IoFile> = Arc::new(crate::virtio::legacy::LegacyBar { shared: shared.clone() });
+                    let modern: Arc<dyn IoFile> = Arc::new(crate::virtio::modern::ModernBar { shared: shared.clone() });
+                    let address = sysfs::port_address(*n);
+                    [(format!("{address}-resource0"), legacy), (format!("{address}-resource4"), modern)]
                 })
                 .collect();
             Some(IoFs::mount(&io_dir, files).map_err(|e| format!("serving the virtio functions' I/O BARs: {e}"))?)
@@ -185,11 +187,20 @@ impl Server {
                     (f.address, f.dir, f.config, port)
                 }
                 Some((_, shared)) => {
-                    let io_bar = io_bars.as_ref().map(|b| b.path(&format!("{}-resource0", sysfs::port_address(n))));
+                    let bar = |i: usize| {
+                        io_bars
+                            .as_ref()
+                            .map(|b| b.path(&format!("{}-resource{i}", sysfs::port_address(n))))
+                            .unwrap_or_default()
+                    };
                     let (address, dir, config_file) =
-                        sysfs::create_virtio_function(&opts.root, n, opts.bound, &io_bar.unwrap_or_default())
+                        sysfs::create_virtio_function(&opts.root, n, opts.bound, [&bar(0), &bar(4)])
                             .map_err(|e| format!("creating the PCI function of port {n}: {e}"))?;
-                    let config = PciConfig::new_virtio(map(&config_file, CONFIG_LEN)?, sysfs::virtio_io_base(n));
+                    let config = PciConfig::new_virtio(
+                        map(&config_file, CONFIG_LEN)?,
+                        sysfs::virtio_io_base(n),
+                        sysfs::virtio_bar4_phys(n),
+                    );
                     // The 82599 registers of a virtio port are nobody's: no file shows them.
                     let unused = MappedRegion::anonymous(BAR0_LEN).map_err(|e| format!("port {n}: {e}"))?;
                     let mut port = Port::new(n, unused, config, (n % 8) as u32, opts.gbps);

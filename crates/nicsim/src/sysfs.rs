@@ -85,17 +85,22 @@ pub fn virtio_io_base(n: usize) -> u32 {
     0xC000 + n as u32 * crate::virtio::legacy::BAR_LEN as u32
 }
 
+/// The physical address shown for port `n`'s BAR4 (virtio 1.x structures) of a virtio function.
+pub fn virtio_bar4_phys(n: usize) -> u64 {
+    0xFE00_0000 + n as u64 * crate::virtio::modern::BAR_LEN
+}
+
 /// The fake kernel driver virtio functions are bound to with `--bound`.
 pub const FAKE_VIRTIO_DRIVER: &str = "virtio-pci";
 
 /// Creates the directory of port `n` as a transitional virtio-net function: its `resource0`
-/// is a link to `io_bar`, the file of its legacy registers (see [`crate::iofs`]). Returns
-/// the address, the directory and the `config` file.
+/// and `resource4` are links to `bars`' files of its legacy registers and of its virtio 1.x
+/// structures (see [`crate::iofs`]). Returns the address, the directory and the `config` file.
 pub fn create_virtio_function(
     root: &Path,
     n: usize,
     bound: bool,
-    io_bar: &Path,
+    bars: [&Path; 2],
 ) -> std::io::Result<(String, PathBuf, File)> {
     use crate::virtio::{DEVICE_NET_TRANSITIONAL, SUBSYSTEM_NET, VENDOR_VIRTIO};
     let address = port_address(n);
@@ -106,12 +111,20 @@ pub fn create_virtio_function(
     let io = u64::from(virtio_io_base(n));
     let mut resource =
         format!("{:#018x} {:#018x} {:#018x}\n", io, io + crate::virtio::legacy::BAR_LEN - 1, 0x0004_0101u64);
-    for _ in 1..13 {
-        resource += &format!("{:#018x} {:#018x} {:#018x}\n", 0, 0, 0);
+    let bar4 = virtio_bar4_phys(n);
+    for bar in 1..13 {
+        resource += &match bar {
+            // 64-bit prefetchable memory, as Linux shows QEMU's virtio BAR4.
+            4 => {
+                format!("{:#018x} {:#018x} {:#018x}\n", bar4, bar4 + crate::virtio::modern::BAR_LEN - 1, 0x0014_220Cu64)
+            }
+            _ => format!("{:#018x} {:#018x} {:#018x}\n", 0, 0, 0),
+        };
     }
     write_text(&dir.join("resource"), &resource)?;
     let config = sized_file(&dir.join("config"), CONFIG_LEN)?;
-    relink(&io_bar.to_string_lossy(), &dir.join("resource0"))?;
+    relink(&bars[0].to_string_lossy(), &dir.join("resource0"))?;
+    relink(&bars[1].to_string_lossy(), &dir.join("resource4"))?;
     create_driver(root, FAKE_VIRTIO_DRIVER)?;
     if bound {
         bind(root, &address, FAKE_VIRTIO_DRIVER)?;

@@ -180,7 +180,7 @@ impl Port {
         let Some(v) = self.virtio.as_mut() else { return };
         if v.link_shown != up {
             v.link_shown = up;
-            v.shared.lock().link_up = up;
+            v.shared.lock().set_link(up);
             v.shared.raise(ISR_CONFIG);
         }
     }

@@ -1,8 +1,8 @@
 //! A virtio-net device [virtio 1.2 §5.1], nicsim's second kind of PCI function.
 //!
-//! Its registers live in [`Registers`], shared between the transport that drivers access (the
-//! legacy I/O BAR of [`legacy`], served through [`crate::iofs`], so that each access is seen)
-//! and the engine, which moves frames through the split virtqueues ([`queue`]) in the port's
+//! Its registers live in [`Registers`], shared between the two transports that drivers access
+//! (the legacy I/O BAR of [`legacy`] and the virtio 1.x memory BAR of [`modern`], both served
+//! through [`crate::iofs`], so that each access is seen) and the engine, which moves frames through the split virtqueues ([`queue`]) in the port's
 //! receive and transmit paths (`port/virtio_net.rs`). A register write that changes what the
 //! engine does (a queue address, the status, a reset) returns only once the engine has taken
 //! it, as the write completes on a device: a driver that resets the device and frees its rings
@@ -10,6 +10,7 @@
 //! where it differs from the specification.
 
 pub mod legacy;
+pub mod modern;
 pub mod queue;
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -42,8 +43,13 @@ pub mod feature {
     /// Legacy only: the net header need not have a descriptor of its own [virtio 1.2 §2.7.4.3].
     pub const ANY_LAYOUT: u64 = 1 << 27;
     pub const VERSION_1: u64 = 1 << 32;
-    /// What the device offers through the legacy interface.
+    /// One queue can be reset and re-enabled alone [virtio 1.2 §2.6.1].
+    pub const RING_RESET: u64 = 1 << 40;
+    /// What the device offers through the legacy interface (which shows bits 0-31 only).
     pub const LEGACY: u64 = CSUM | GUEST_CSUM | MAC | STATUS | CTRL_VQ | CTRL_RX | ANY_LAYOUT;
+    /// What a transitional device offers: the legacy bits, and through the modern interface
+    /// virtio 1.x with per-queue reset.
+    pub const TRANSITIONAL: u64 = LEGACY | VERSION_1 | RING_RESET;
 }
 
 /// Device status bits [virtio 1.2 §2.1].
@@ -68,8 +74,11 @@ pub struct QueueRegs {
     pub desc: u64,
     pub avail: u64,
     pub used: u64,
-    /// The driver gave the queue to the device (legacy: a non-zero page frame number).
+    /// The driver gave the queue to the device (legacy: a non-zero page frame number; modern:
+    /// `queue_enable`).
     pub ready: bool,
+    /// The driver reset this queue alone (modern `queue_reset`), and has not enabled it since.
+    pub reset: bool,
 }
 
 /// The device's registers, as the transport shows them and the engine uses them.
@@ -78,6 +87,11 @@ pub struct Registers {
     pub device_features: u64,
     pub driver_features: u64,
     pub status: u8,
+    /// Which 32 bits of the features the modern interface shows and takes [virtio 1.2 §4.1.4.3].
+    pub device_feature_select: u32,
+    pub driver_feature_select: u32,
+    /// Changes whenever the device configuration does (the link) [virtio 1.2 §2.5.1].
+    pub config_generation: u8,
     pub queue_select: u16,
     pub queues: [QueueRegs; QUEUES],
     /// Device configuration [virtio 1.2 §5.1.4]: the MAC address and the link state.
@@ -98,6 +112,9 @@ impl Registers {
             device_features,
             driver_features: 0,
             status: 0,
+            device_feature_select: 0,
+            driver_feature_select: 0,
+            config_generation: 0,
             queue_select: 0,
             queues: [QueueRegs { size: QUEUE_SIZE, ..Default::default() }; QUEUES],
             mac,
@@ -113,6 +130,8 @@ impl Registers {
     pub fn reset(&mut self) {
         self.driver_features = 0;
         self.status = 0;
+        self.device_feature_select = 0;
+        self.driver_feature_select = 0;
         self.queue_select = 0;
         self.queues = [QueueRegs { size: QUEUE_SIZE, ..Default::default() }; QUEUES];
         self.resets += 1;
@@ -121,6 +140,14 @@ impl Registers {
     /// The selected queue's registers, if the selector names one.
     pub fn selected(&mut self) -> Option<&mut QueueRegs> {
         self.queues.get_mut(self.queue_select as usize)
+    }
+
+    /// The link went up or down: the configuration changed, and with it its generation.
+    pub fn set_link(&mut self, up: bool) {
+        if self.link_up != up {
+            self.link_up = up;
+            self.config_generation = self.config_generation.wrapping_add(1);
+        }
     }
 
     /// Whether both sides agreed on `bit`.
@@ -210,7 +237,8 @@ mod tests {
             let mut r = shared.lock();
             r.driver_features = feature::MAC;
             r.status = status::DRIVER_OK;
-            r.queues[TX] = QueueRegs { size: QUEUE_SIZE, desc: 0x1000, avail: 0x2000, used: 0x3000, ready: true };
+            r.queues[TX] =
+                QueueRegs { size: QUEUE_SIZE, desc: 0x1000, avail: 0x2000, used: 0x3000, ready: true, reset: false };
             r.reset();
         }
         let r = shared.lock();

@@ -218,7 +218,7 @@ mod tests {
     }
 
     fn queue() -> DeviceQueue {
-        DeviceQueue::new(QueueRegs { size: SIZE, desc: DESC, avail: AVAIL, used: USED, ready: true })
+        DeviceQueue::new(QueueRegs { size: SIZE, desc: DESC, avail: AVAIL, used: USED, ready: true, reset: false })
     }
 
     #[test]
