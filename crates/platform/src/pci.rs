@@ -288,9 +288,10 @@ impl PciFunction {
     }
 }
 
-/// An I/O BAR, reached through `pread`/`pwrite` on `resource0` as Linux allows for I/O space
-/// (legacy virtio's registers). Every access is one system call: for set-up and notifications,
-/// not per packet.
+/// A BAR reached through `pread`/`pwrite` on its `resourceN` file: an I/O BAR as Linux allows
+/// for I/O space (legacy virtio's registers), or nicsim's virtio 1.x memory BAR, whose every
+/// access must reach the device as vfio's region files allow. Every access is one system
+/// call: for set-up and notifications, not per packet.
 #[derive(Debug)]
 pub struct IoBar {
     file: File,
@@ -345,16 +346,16 @@ impl IoBar {
 }
 
 impl PciFunction {
-    /// Claims the function ([`Self::claim`]) and opens BAR0 as an I/O BAR. Only a function
-    /// that is not on sysfs (nicsim's): a real device is opened before `main` or not at all,
-    /// and that path exists for memory BARs only so far.
-    pub fn open_io_bar0(&self) -> Result<IoBar, PlatformError> {
+    /// Claims the function ([`Self::claim`]) and opens BAR `index` for `pread`/`pwrite`. Only a
+    /// function that is not on sysfs (nicsim's): a real device is opened before `main` or not
+    /// at all, and that path exists for mapped memory BARs only so far.
+    pub fn open_io_bar(&self, index: u8) -> Result<IoBar, PlatformError> {
         self.claim()?;
-        let path = self.dir.join("resource0");
+        let path = self.dir.join(format!("resource{index}"));
         if crate::fs::path_is_sysfs(&self.dir) || crate::fs::path_is_sysfs(&path) {
             return Err(PlatformError::NotOpenedBeforeMain {
                 address: self.address.clone(),
-                why: "a real device's I/O BAR is not opened before main yet: safenic drives nicsim's virtio-net functions only (docs/virtio.md)".to_string(),
+                why: "a real device's BAR is not opened for pread/pwrite before main yet: safenic drives nicsim's virtio-net functions only (docs/virtio.md)".to_string(),
             });
         }
         let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| match e.kind() {

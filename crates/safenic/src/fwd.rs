@@ -49,7 +49,7 @@ pub const COLD_CALLS: &[(&str, &str)] = &[
     ("safenic::fwd_virtio::StopWhen::due", "once every 1 024 loop iterations, not per packet: clock and signal flag"),
     (
         "virtio::device::VirtioDevice::notify",
-        "only for a device that asks to be notified (nicsim's does not): one write to the I/O BAR per burst",
+        "only for a device that asks to be notified (nicsim's does not): one write to a BAR's file per burst",
     ),
 ];
 
@@ -67,6 +67,8 @@ pub struct Options {
     pub flow_control: bool,
     /// Flexible model: drop IPv4 UDP frames to this port, by a C filter in an isolation domain.
     pub filter: Option<u16>,
+    /// A virtio-net port's interface; the driver's choice (modern where offered) if `None`.
+    pub virtio_interface: Option<virtio::Interface>,
 }
 
 /// Stop conditions (time, signal, a device gone) and the per-second throughput line.

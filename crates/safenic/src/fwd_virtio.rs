@@ -186,8 +186,8 @@ pub fn run(o: &Options) -> Result<(), String> {
     // Every function is opened before the first queue starts: an 82599 queue confines the process.
     let outcome = match (input_virtio, output_virtio) {
         (true, true) => {
-            let a = VirtioDevice::open(&o.sysfs, &o.input).map_err(e)?;
-            let b = VirtioDevice::open(&o.sysfs, &o.output).map_err(e)?;
+            let a = VirtioDevice::open_with(&o.sysfs, &o.input, o.virtio_interface).map_err(e)?;
+            let b = VirtioDevice::open_with(&o.sysfs, &o.output, o.virtio_interface).map_err(e)?;
             if a.address() == b.address() {
                 return Err(format!("{} is both input and output: give two different ports", o.input));
             }
@@ -196,7 +196,7 @@ pub fn run(o: &Options) -> Result<(), String> {
         (virtio_is_input, _) => {
             let (x_address, v_address) = if virtio_is_input { (&o.output, &o.input) } else { (&o.input, &o.output) };
             let port = ixgbe::Port::open(&o.sysfs, x_address).map_err(e)?;
-            let v = VirtioDevice::open(&o.sysfs, v_address).map_err(e)?;
+            let v = VirtioDevice::open_with(&o.sysfs, v_address, o.virtio_interface).map_err(e)?;
             let x = port.device();
             x.init().map_err(e)?;
             // Lossless on the 82599 side too: it holds its link partner while its ring is full.

@@ -47,6 +47,13 @@ impl Mode {
     }
 }
 
+/// The PCI interface of a virtio-net port (docs/virtio.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum VirtioInterface {
+    Legacy,
+    Modern,
+}
+
 /// What the forwarder does to each frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum MacRewrite {
@@ -94,6 +101,10 @@ enum Cmd {
         /// (SAFENIC_ISOLATION_BACKEND=mpk|process chooses).
         #[arg(long, value_name = "UDP_PORT")]
         filter: Option<u16>,
+        /// A virtio-net port's interface: modern (virtio 1.x) where the device has it, as
+        /// Linux chooses, unless this says legacy (as ixy's driver).
+        #[arg(long, value_enum)]
+        virtio_interface: Option<VirtioInterface>,
     },
     /// Send generated UDP frames out of one port.
     Gen {
@@ -342,7 +353,20 @@ fn run_audit(binary: Option<PathBuf>, root: Option<PathBuf>, json: bool) -> Resu
 fn main() -> ExitCode {
     let args: Cli = cli::parse("safenic");
     let result = match args.cmd {
-        Cmd::Fwd { mode, input, output, sysfs, mac_rewrite, outputs, seconds, progress, cpu, flow_control, filter } => {
+        Cmd::Fwd {
+            mode,
+            input,
+            output,
+            sysfs,
+            mac_rewrite,
+            outputs,
+            seconds,
+            progress,
+            cpu,
+            flow_control,
+            filter,
+            virtio_interface,
+        } => {
             let progress = progress || std::io::IsTerminal::is_terminal(&std::io::stdout());
             fwd::run(&fwd::Options {
                 mode,
@@ -356,6 +380,10 @@ fn main() -> ExitCode {
                 cpu,
                 flow_control,
                 filter,
+                virtio_interface: virtio_interface.map(|i| match i {
+                    VirtioInterface::Legacy => virtio::Interface::Legacy,
+                    VirtioInterface::Modern => virtio::Interface::Modern,
+                }),
             })
         }
         Cmd::Gen { port, sysfs, rate, size, count, seconds } => {

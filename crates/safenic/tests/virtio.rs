@@ -1,6 +1,7 @@
 //! `safenic fwd flexible` between two virtio-net ports of nicsim, and between an 82599 and a
 //! virtio port either way round (docs/virtio.md): lossless and exactly accounted both ways, in
-//! order, with and without the paper's MAC rewrite; and the models that are the 82599's refused
+//! order, with and without the paper's MAC rewrite, through the modern and the legacy
+//! interface; and the models that are the 82599's refused
 //! in one line.
 //! Needs root, hugepages and /dev/fuse (`make test` provides them); tests run one at a time.
 
@@ -26,6 +27,11 @@ fn forward(name: &str, devices: &[Kind], args: &[&str]) {
 #[test]
 fn flexible_forwards_every_frame_once_between_virtio_ports() {
     forward("virtio-fwd", VIRTIO, &[]);
+}
+
+#[test]
+fn flexible_forwards_every_frame_once_between_virtio_ports_through_the_legacy_interface() {
+    forward("virtio-fwd-legacy", VIRTIO, &["--virtio-interface", "legacy"]);
 }
 
 #[test]

@@ -1,39 +1,33 @@
-//! Opening a legacy virtio-net function and bringing it up [virtio 1.2 §3.1.1, §4.1.4.8]:
-//! reset, ACKNOWLEDGE, DRIVER, features, the queues' page frame numbers, DRIVER_OK, then
-//! promiscuous mode through the control queue, as ixy's virtio driver does.
+//! Opening a virtio-net function and bringing it up [virtio 1.2 §3.1.1]: reset, ACKNOWLEDGE,
+//! DRIVER, features (and FEATURES_OK through the modern interface), the queues, DRIVER_OK,
+//! then promiscuous mode through the control queue, as ixy's virtio driver does.
 
+use crate::transport::{Interface, Transport};
 use crate::virtqueue::{desc_word, ring_bytes, Virtqueue, DESC_NEXT, DESC_WRITE};
 use crate::DriverError;
 use invariants::RingIndex;
 use ixgbe::memory::{DmaLease, RingArea};
-use platform::pci::{IoBar, PciFunction};
+use platform::pci::PciFunction;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// Legacy register offsets in I/O BAR0 [virtio 1.2 §4.1.4.8].
-const HOST_FEATURES: u64 = 0;
-const GUEST_FEATURES: u64 = 4;
-const QUEUE_PFN: u64 = 8;
-const QUEUE_NUM: u64 = 12;
-const QUEUE_SEL: u64 = 14;
-const QUEUE_NOTIFY: u64 = 16;
-const STATUS: u64 = 18;
-/// Device configuration without MSI-X: the MAC address [virtio 1.2 §5.1.4].
-const CONFIG_MAC: u64 = 20;
 
 /// Device status bits [virtio 1.2 §2.1].
 const ACKNOWLEDGE: u8 = 1;
 const DRIVER: u8 = 2;
 const DRIVER_OK: u8 = 4;
+const FEATURES_OK: u8 = 8;
 const FAILED: u8 = 128;
 
 /// The features this driver needs: the MAC address, the control queue and its receive-mode
 /// commands [virtio 1.2 §5.1.3]. The net header always has its own descriptor, so
 /// `ANY_LAYOUT` is not needed; no checksum or GSO offload is asked for.
-const FEATURE_MAC: u32 = 1 << 5;
-const FEATURE_CTRL_VQ: u32 = 1 << 17;
-const FEATURE_CTRL_RX: u32 = 1 << 18;
-const FEATURES: u32 = FEATURE_MAC | FEATURE_CTRL_VQ | FEATURE_CTRL_RX;
+const FEATURE_MAC: u64 = 1 << 5;
+const FEATURE_CTRL_VQ: u64 = 1 << 17;
+const FEATURE_CTRL_RX: u64 = 1 << 18;
+const FEATURES: u64 = FEATURE_MAC | FEATURE_CTRL_VQ | FEATURE_CTRL_RX;
+/// Through the modern interface: virtio 1.x, and per-queue reset where offered [virtio 1.2 §6].
+const FEATURE_VERSION_1: u64 = 1 << 32;
+pub(crate) const FEATURE_RING_RESET: u64 = 1 << 40;
 
 /// Queue numbers [virtio 1.2 §5.1.2].
 pub const RX_QUEUE: u16 = 0;
@@ -46,8 +40,8 @@ const DEVICE_NET_TRANSITIONAL: u16 = 0x1000;
 /// An open, reset virtio-net function with its features negotiated. Dropping it resets the
 /// device again; the queues borrow it, so they go first.
 pub struct VirtioDevice {
-    // The I/O BAR before the function: the claim goes last.
-    bar: IoBar,
+    // The BAR before the function: the claim goes last.
+    transport: Transport,
     function: PciFunction,
     mac: [u8; 6],
 }
@@ -57,27 +51,55 @@ fn io(e: platform::PlatformError) -> DriverError {
 }
 
 impl VirtioDevice {
-    /// Opens function `address` under `sysfs`, resets it and negotiates features.
+    /// Opens function `address` under `sysfs` through its modern interface if it has one, else
+    /// the legacy one (as Linux's virtio-pci does), resets it and negotiates features.
     pub fn open(sysfs: &Path, address: &str) -> Result<Self, DriverError> {
+        Self::open_with(sysfs, address, None)
+    }
+
+    /// As [`Self::open`], through `interface` if given.
+    pub fn open_with(sysfs: &Path, address: &str, interface: Option<Interface>) -> Result<Self, DriverError> {
         let function = PciFunction::open(sysfs, address).map_err(io)?;
         function
             .expect_ids(VENDOR, DEVICE_NET_TRANSITIONAL, "a transitional virtio-net device (1af4:1000)")
             .map_err(io)?;
         function.expect_unbound().map_err(io)?;
-        let bar = function.open_io_bar0().map_err(io)?;
+        let interface = match interface {
+            Some(i) => i,
+            None if Transport::has_modern(&function)? => Interface::Modern,
+            None => Interface::Legacy,
+        };
+        let transport = Transport::open(&function, interface)?;
         function.enable_memory_and_bus_master().map_err(io)?;
-        let mut d = VirtioDevice { bar, function, mac: [0; 6] };
+        let mut d = VirtioDevice { transport, function, mac: [0; 6] };
         d.reset()?;
-        d.set_status(ACKNOWLEDGE)?;
-        d.set_status(ACKNOWLEDGE | DRIVER)?;
-        let offered = u32::from_le_bytes(d.bar.read::<4>(HOST_FEATURES).map_err(io)?);
+        d.transport.set_status(ACKNOWLEDGE)?;
+        d.transport.set_status(ACKNOWLEDGE | DRIVER)?;
+        let offered = d.transport.device_features()?;
         if offered & FEATURES != FEATURES {
             return Err(DriverError::Invalid(format!(
-                "{address} offers virtio features {offered:#010x} without MAC, CTRL_VQ or CTRL_RX ({FEATURES:#010x}): this driver needs them"
+                "{address} offers virtio features {offered:#x} without MAC, CTRL_VQ or CTRL_RX ({FEATURES:#x}): this driver needs them"
             )));
         }
-        d.bar.write(GUEST_FEATURES, &FEATURES.to_le_bytes()).map_err(io)?;
-        d.mac = d.bar.read::<6>(CONFIG_MAC).map_err(io)?;
+        let mut wanted = FEATURES;
+        if interface == Interface::Modern {
+            if offered & FEATURE_VERSION_1 == 0 {
+                return Err(DriverError::Invalid(format!(
+                    "{address} does not offer VERSION_1 through its modern interface: use the legacy interface"
+                )));
+            }
+            wanted |= FEATURE_VERSION_1 | (offered & FEATURE_RING_RESET);
+        }
+        d.transport.set_driver_features(wanted)?;
+        if interface == Interface::Modern {
+            d.transport.set_status(ACKNOWLEDGE | DRIVER | FEATURES_OK)?;
+            if d.transport.status()? & FEATURES_OK == 0 {
+                return Err(DriverError::Invalid(format!(
+                    "{address} refused the features {wanted:#x} (FEATURES_OK stayed clear)"
+                )));
+            }
+        }
+        d.mac = d.transport.config::<6>()?;
         Ok(d)
     }
 
@@ -85,51 +107,45 @@ impl VirtioDevice {
         self.function.address()
     }
 
+    /// The interface this driver uses.
+    pub fn interface(&self) -> Interface {
+        self.transport.interface()
+    }
+
+    /// The net header's bytes: 10 through the legacy interface (no mergeable buffers), 12 with
+    /// VERSION_1 [virtio 1.2 §5.1.6].
+    pub fn header_len(&self) -> usize {
+        match self.interface() {
+            Interface::Legacy => 10,
+            Interface::Modern => 12,
+        }
+    }
+
     /// The MAC address from the device configuration.
     pub fn mac(&self) -> [u8; 6] {
         self.mac
     }
 
-    fn status(&self) -> Result<u8, DriverError> {
-        Ok(self.bar.read::<1>(STATUS).map_err(io)?[0])
+    /// The status bits the driver has set so far.
+    fn driver_status(&self) -> u8 {
+        match self.interface() {
+            Interface::Legacy => ACKNOWLEDGE | DRIVER,
+            Interface::Modern => ACKNOWLEDGE | DRIVER | FEATURES_OK,
+        }
     }
 
-    fn set_status(&self, status: u8) -> Result<(), DriverError> {
-        self.bar.write(STATUS, &[status]).map_err(io)
-    }
-
-    /// Writes 0 to the status and waits until it reads 0 [virtio 1.2 §4.1.4.3.2].
     fn reset(&self) -> Result<(), DriverError> {
-        self.set_status(0)?;
-        let deadline = Instant::now() + Duration::from_secs(1);
-        while self.status()? != 0 {
-            if Instant::now() > deadline {
-                return Err(DriverError::Timeout { address: self.address().into(), what: "the device reset" });
-            }
-            std::thread::sleep(Duration::from_micros(100));
-        }
-        Ok(())
+        self.transport.reset(self.address())
     }
 
-    /// Gives queue `q` the ring at page frame `pfn`, after checking that the device's queue
-    /// has `n` entries (legacy queues have the size the device says).
-    pub(crate) fn set_queue(&self, q: u16, n: usize, pfn: u32) -> Result<(), DriverError> {
-        self.bar.write(QUEUE_SEL, &q.to_le_bytes()).map_err(io)?;
-        let size = u16::from_le_bytes(self.bar.read::<2>(QUEUE_NUM).map_err(io)?);
-        if usize::from(size) != n {
-            return Err(DriverError::Invalid(format!(
-                "{}: queue {q} has {size} entries, the driver was built for {n}: use rings of {size}",
-                self.address()
-            )));
-        }
-        self.bar.write(QUEUE_PFN, &pfn.to_le_bytes()).map_err(io)
+    /// Gives queue `q` the ring of `n` entries whose descriptor table is at `desc`.
+    pub(crate) fn set_queue(&self, q: u16, n: usize, rings: [u64; 3]) -> Result<(), DriverError> {
+        self.transport.set_queue(self.address(), q, n, rings)
     }
 
-    /// Takes queue `q` away from the device: the write returns once the device stopped
-    /// using it (a legacy device handles the access synchronously).
+    /// Takes queue `q` away from the device: returns once the device stopped using it.
     fn stop_queue(&self, q: u16) -> Result<(), DriverError> {
-        self.bar.write(QUEUE_SEL, &q.to_le_bytes()).map_err(io)?;
-        self.bar.write(QUEUE_PFN, &0u32.to_le_bytes()).map_err(io)
+        self.transport.stop_queue(q, self.address())
     }
 
     /// Tells the device queue `q` has new buffers: a system call, made only for a device that
@@ -138,7 +154,7 @@ impl VirtioDevice {
     #[inline(never)]
     #[cold]
     pub fn notify(&self, q: u16) {
-        let _ = self.bar.write(QUEUE_NOTIFY, &q.to_le_bytes());
+        self.transport.notify(q);
     }
 
     /// Sets DRIVER_OK (the queues are set up) and switches promiscuous mode on through the
@@ -146,8 +162,8 @@ impl VirtioDevice {
     /// long as the device is used.
     pub fn start<'a, const N: usize>(&'a self, area: RingArea<'a>) -> Result<ControlQueue<'a, N>, DriverError> {
         let mut ctrl = ControlQueue::new(self, area)?;
-        self.set_status(ACKNOWLEDGE | DRIVER | DRIVER_OK)?;
-        if self.status()? & FAILED != 0 {
+        self.transport.set_status(self.driver_status() | DRIVER_OK)?;
+        if self.transport.status()? & FAILED != 0 {
             return Err(DriverError::Invalid(format!("{}: the device refused DRIVER_OK (FAILED)", self.address())));
         }
         let ack = ctrl.command(0, 0, 1)?;
@@ -163,13 +179,13 @@ impl VirtioDevice {
 
 impl Drop for VirtioDevice {
     fn drop(&mut self) {
-        let _ = self.set_status(0);
+        let _ = self.transport.set_status(0);
     }
 }
 
-/// A queue the device was given, taken back when this is dropped: its page frame number set to
-/// 0, which a legacy device handles before the write returns. It holds a lease on the queue's
-/// memory until then, and for ever if the device cannot be told (see `ixgbe::memory::DmaBlock`).
+/// A queue the device was given, taken back when this is dropped (see
+/// [`Transport::stop_queue`]). It holds a lease on the queue's memory until then, and for ever
+/// if the device cannot be told (see `ixgbe::memory::DmaBlock`).
 pub(crate) struct GivenQueue<'a> {
     device: &'a VirtioDevice,
     queue: u16,
@@ -177,16 +193,16 @@ pub(crate) struct GivenQueue<'a> {
 }
 
 impl<'a> GivenQueue<'a> {
-    /// Gives `device`'s queue `queue` the ring at `pfn` of `n` entries in the memory `lease` holds.
+    /// Gives `device`'s queue `queue` the `rings` of `n` entries in the memory `lease` holds.
     pub(crate) fn give(
         device: &'a VirtioDevice,
         queue: u16,
         n: usize,
-        pfn: u32,
+        rings: [u64; 3],
         lease: DmaLease,
     ) -> Result<Self, DriverError> {
         let given = GivenQueue { device, queue, lease: Some(lease) };
-        device.set_queue(queue, n, pfn)?;
+        device.set_queue(queue, n, rings)?;
         Ok(given)
     }
 
@@ -218,7 +234,7 @@ impl<'a, const N: usize> ControlQueue<'a, N> {
     fn new(device: &'a VirtioDevice, area: RingArea<'a>) -> Result<Self, DriverError> {
         let q = Virtqueue::<N>::new(&area)?;
         let command_phys = area.device_address(ring_bytes(N), 4, "the control command")?.get();
-        let given = GivenQueue::give(device, CTRL_QUEUE, N, q.pfn, area.lease())?;
+        let given = GivenQueue::give(device, CTRL_QUEUE, N, q.rings(), area.lease())?;
         Ok(ControlQueue { q, area, command_phys, given })
     }
 

@@ -11,13 +11,13 @@
 
 use crate::device::{GivenQueue, VirtioDevice, RX_QUEUE, TX_QUEUE};
 use crate::virtqueue::{desc_word, ring_bytes, Virtqueue, ALIGN, DESC_NEXT, DESC_WRITE};
-use crate::{DriverError, HEADER_LEN};
+use crate::DriverError;
 use invariants::{RingArray, RingIndex};
 use ixgbe::memory::{RingArea, RingsAndPool};
 use ixgbe::queues::{Batch, Buffer, BufferPool, Receive, Transmit};
 use ixgbe::{PacketLength, BUFFER_SIZE};
 
-/// Bytes of one header slot (10 used, 16 so that slots stay aligned).
+/// Bytes of one header slot (10 or 12 used, 16 so that slots stay aligned).
 const HEADER_SLOT: usize = 16;
 
 /// Memory for a receive, a transmit and a control queue of `N` entries, their header slots,
@@ -56,7 +56,7 @@ fn heads<const N: usize>() -> impl Iterator<Item = RingIndex<N>> {
 
 /// The bus address of the header slot of the chain whose head is `head`.
 fn header_phys<const N: usize>(area: &RingArea<'_>, head: RingIndex<N>) -> Result<u64, DriverError> {
-    Ok(area.device_address(ring_bytes(N) + head.get() / 2 * HEADER_SLOT, HEADER_LEN, "a net header slot")?.get())
+    Ok(area.device_address(ring_bytes(N) + head.get() / 2 * HEADER_SLOT, HEADER_SLOT, "a net header slot")?.get())
 }
 
 /// The receive queue of a virtio-net function.
@@ -67,6 +67,8 @@ pub struct RxQueue<'a, const N: usize> {
     /// Frames the device returned with a length that does not fit a buffer, or a head that
     /// held no buffer: dropped, their buffers recycled.
     pub refused: u64,
+    /// The net header's bytes ([`VirtioDevice::header_len`]), before each frame.
+    header_len: usize,
     given: GivenQueue<'a>,
 }
 
@@ -86,17 +88,17 @@ impl<'a, const N: usize> RxQueue<'a, N> {
             q.set_desc(
                 head,
                 header_phys(&area, head)?,
-                desc_word(HEADER_LEN as u32, DESC_WRITE | DESC_NEXT, head.get() as u16 + 1),
+                desc_word(device.header_len() as u32, DESC_WRITE | DESC_NEXT, head.get() as u16 + 1),
             );
             q.set_desc(head.next(), b.device_address(), desc_word(BUFFER_SIZE as u32, DESC_WRITE, 0));
             held[head] = Some(b);
             q.offer(head);
         }
-        let given = GivenQueue::give(device, RX_QUEUE, N, q.pfn, area.lease())?;
+        let given = GivenQueue::give(device, RX_QUEUE, N, q.rings(), area.lease())?;
         if q.publish() {
             device.notify(RX_QUEUE);
         }
-        Ok(RxQueue { q, held, refused: 0, given })
+        Ok(RxQueue { q, held, refused: 0, header_len: device.header_len(), given })
     }
 }
 
@@ -119,7 +121,7 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
             self.q.offer(head);
             offered = true;
             // The length is the device's: header and frame, converted once.
-            match PacketLength::new((len as usize).wrapping_sub(HEADER_LEN)) {
+            match PacketLength::new((len as usize).wrapping_sub(self.header_len)) {
                 Some(l) => {
                     old.length = l;
                     if let Err(b) = batch.push(old) {
@@ -160,9 +162,13 @@ impl<'a, const N: usize> TxQueue<'a, N> {
             area.ptr::<[u8; HEADER_SLOT]>(slot)
                 .ok_or_else(|| DriverError::Invalid("header layout".into()))?
                 .write([0; HEADER_SLOT]);
-            q.set_desc(head, header_phys(&area, head)?, desc_word(HEADER_LEN as u32, DESC_NEXT, head.get() as u16 + 1));
+            q.set_desc(
+                head,
+                header_phys(&area, head)?,
+                desc_word(device.header_len() as u32, DESC_NEXT, head.get() as u16 + 1),
+            );
         }
-        let given = GivenQueue::give(device, TX_QUEUE, N, q.pfn, area.lease())?;
+        let given = GivenQueue::give(device, TX_QUEUE, N, q.rings(), area.lease())?;
         Ok(TxQueue { q, held: RingArray::from_fn(|_| None), next: RingIndex::ZERO, given })
     }
 

@@ -39,8 +39,8 @@ pub struct Virtqueue<'a, const N: usize> {
     /// Free-running indices: the next available entry to fill, the next used entry to read.
     next_avail: u16,
     last_used: u16,
-    /// The page frame number of the queue, for the device.
-    pub pfn: u32,
+    /// The bus addresses of the descriptor table, the available ring and the used ring.
+    rings: [u64; 3],
 }
 
 impl<'a, const N: usize> Virtqueue<'a, N> {
@@ -62,7 +62,7 @@ impl<'a, const N: usize> Virtqueue<'a, N> {
             used_ring: area.array(used + 4).ok_or_else(|| layout("used ring"))?,
             next_avail: 0,
             last_used: 0,
-            pfn: (phys / ALIGN as u64) as u32,
+            rings: [phys, phys + avail as u64, phys + used as u64],
         };
         for i in 0..N {
             q.desc.ring(RingIndex::wrapping(i)).write([0, 0]);
@@ -75,6 +75,12 @@ impl<'a, const N: usize> Virtqueue<'a, N> {
         q.used_flags.write(0);
         q.used_idx.write(0);
         Ok(q)
+    }
+
+    /// Where the device finds the rings: descriptors, available, used. A legacy device takes
+    /// the first as a page frame number and finds the others by the legacy layout.
+    pub fn rings(&self) -> [u64; 3] {
+        self.rings
     }
 
     /// Descriptor `i`: its buffer's address, then length, flags and next.

@@ -63,7 +63,10 @@ pub fn nicsim(test: &str, devices: &str) -> Sim {
     Sim { session, child: Some(child), _scratch: scratch }
 }
 
-/// Forwards from `rx` to `tx` until port 1's sink has every frame, checking conservation.
+/// Forwards from `rx` to `tx` until port 1's sink has every frame, checking conservation and
+/// that every frame received starts where the generator's did: an Ethernet header with IPv4's
+/// ethertype. A driver and device that disagree on the net header's length shift it (and the
+/// transmit side shifts it back, so the sink alone would not see it).
 pub fn forward<'a>(sim: &Sim, pool: &mut BufferPool<'a>, rx: &mut impl Receive<'a>, tx: &mut impl Transmit<'a>) {
     let mut batch = Batch::<32>::default();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -71,6 +74,10 @@ pub fn forward<'a>(sim: &Sim, pool: &mut BufferPool<'a>, rx: &mut impl Receive<'
     while sim.stats().unwrap().ports[1].sink_packets < FRAMES {
         for _ in 0..1000 {
             forwarded += rx.rx_batch(pool, &mut batch) as u64;
+            for b in batch.iter_mut() {
+                let header: [u8; 14] = b.data().read_bytes::<0, 14>();
+                assert_eq!(header[12..14], [0x08, 0x00], "frame {forwarded} is shifted: {header:02x?}");
+            }
             tx.tx_batch(pool, &mut batch);
             // Lossless: what the transmit queue could not take yet waits in the batch.
         }
