@@ -80,9 +80,12 @@ fn identity(dir: &Path, ids: [u16; 4], revision: u8) -> std::io::Result<()> {
     write_text(&dir.join("numa_node"), "0\n")
 }
 
-/// The I/O address of port `n`'s legacy virtio registers (BAR0 of a virtio function).
+/// The I/O address of port `n`'s legacy virtio registers (BAR0 of a virtio function): above
+/// 0xFFFF, outside x86's port space, so that a driver that would use `in`/`out` instructions
+/// on the address instead of the `resource0` file (DPDK's, given a port address it can reach)
+/// never touches a real port of the machine; it must use the file, or fail.
 pub fn virtio_io_base(n: usize) -> u32 {
-    0xC000 + n as u32 * crate::virtio::legacy::BAR_LEN as u32
+    0x0001_C000 + n as u32 * crate::virtio::legacy::BAR_LEN as u32
 }
 
 /// The physical address shown for port `n`'s BAR4 (virtio 1.x structures) of a virtio function.
@@ -270,6 +273,29 @@ mod tests {
             Path::new("/sys/bus/pci/devices/0000:5e:00.1/uio/uio1")
         );
         assert!(std::fs::metadata(root.join("dev/uio1")).unwrap().file_type().is_fifo(), "/dev/uio1 can be polled");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_virtio_function_shows_an_io_bar_out_of_port_space_and_a_memory_bar4() {
+        let root = std::env::temp_dir().join(format!("nicsim-virtio-sysfs-test-{}", std::process::id()));
+        let (bar0, bar4) = (root.join("bar0"), root.join("bar4"));
+        let (address, dir, _config) = create_virtio_function(&root, 1, false, [&bar0, &bar4]).unwrap();
+        assert_eq!(address, "0000:5e:00.1");
+        assert_eq!(std::fs::read_to_string(dir.join("device")).unwrap(), "0x1000\n");
+        let lines: Vec<Vec<u64>> = std::fs::read_to_string(dir.join("resource"))
+            .unwrap()
+            .lines()
+            .map(|l| l.split(' ').map(|x| u64::from_str_radix(&x[2..], 16).unwrap()).collect())
+            .collect();
+        assert_eq!(lines.len(), 13);
+        assert_eq!(lines[0][2] & 0x100, 0x100, "BAR0 is I/O");
+        assert!(lines[0][0] > 0xFFFF, "no real x86 port: {:#x}", lines[0][0]);
+        assert_eq!(lines[0][1] - lines[0][0] + 1, crate::virtio::legacy::BAR_LEN);
+        assert_eq!(lines[4][2] & 0x200, 0x200, "BAR4 is memory");
+        assert_eq!(lines[4][1] - lines[4][0] + 1, crate::virtio::modern::BAR_LEN);
+        assert_eq!(std::fs::read_link(dir.join("resource0")).unwrap(), bar0);
+        assert_eq!(std::fs::read_link(dir.join("resource4")).unwrap(), bar4);
         std::fs::remove_dir_all(&root).unwrap();
     }
 }
