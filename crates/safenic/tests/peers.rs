@@ -1,8 +1,8 @@
 //! Linux network stacks as the peers (docs/virtio.md, "Put safenic between two network
 //! namespaces"): two namespaces, each with a TAP interface and an address in a private test
 //! subnet, joined through nicsim's two ports (`nicsim serve --tap`) with a driver forwarding
-//! between them with `--mac-rewrite none`. For the Rust driver on the 82599 and on virtio-net
-//! and for the C baseline: ping both ways with 56 and 1472 bytes, an iperf3 TCP and a UDP
+//! between them with `--mac-rewrite none`. For the Rust driver and the C baseline, each on the
+//! 82599 and on virtio-net: ping both ways with 56 and 1472 bytes, an iperf3 TCP and a UDP
 //! transfer, and a tcpdump capture on one TAP holding the frames. Traffic never leaves the
 //! namespaces; they, the TAPs and every process go when a test ends, also when it fails.
 //! Needs root, hugepages, /dev/fuse, iproute2, iputils-ping, iperf3 and tcpdump (`make test`
@@ -217,4 +217,9 @@ fn linux_peers_talk_through_the_rust_driver_on_virtio() {
 #[test]
 fn linux_peers_talk_through_the_c_baseline_on_the_82599() {
     peers_talk_through("c", "82599", C_CLANG, &["--flow-control"]);
+}
+
+#[test]
+fn linux_peers_talk_through_the_c_baseline_on_virtio() {
+    peers_talk_through("c-virtio", "virtio-net", C_CLANG, &[]);
 }

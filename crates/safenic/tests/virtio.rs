@@ -1,25 +1,32 @@
 //! `safenic fwd flexible` between two virtio-net ports of nicsim, and between an 82599 and a
 //! virtio port either way round (docs/virtio.md): lossless and exactly accounted both ways, in
 //! order, with and without the paper's MAC rewrite, through the modern and the legacy
-//! interface; and the models that are the 82599's refused
-//! in one line.
+//! interface; the C baseline's virtio driver likewise (and under the sanitizers); and the models
+//! that are the 82599's refused in one line.
 //! Needs root, hugepages and /dev/fuse (`make test` provides them); tests run one at a time.
 
 mod common;
 
-use common::{Sim, A, B, RATE_PPS, RUST};
+use common::{Driver, Sim, A, B, RATE_PPS, RUST};
 use nicsim::pciconfig::Kind;
 use nicsim::wire::TrafficSpec;
 
 const VIRTIO: &[Kind] = &[Kind::VirtioNet];
+/// The C baseline's virtio-net driver (legacy interface), optimised and under the sanitizers.
+const C_CLANG: Driver = Driver { name: "c-clang", command: "drivers/c/build/{isa}/clang/safenic-c-{mode} fwd" };
+const C_ASAN: Driver = Driver { name: "c-asan", command: "drivers/c/build/asan/safenic-c-{mode} fwd" };
 
 fn forward(name: &str, devices: &[Kind], args: &[&str]) {
+    forward_with(RUST, name, devices, args);
+}
+
+fn forward_with(driver: Driver, name: &str, devices: &[Kind], args: &[&str]) {
     let sim = Sim::start_devices(name, devices);
-    let mut child = sim.fwd(RUST, "flexible", &[&[A, B], args].concat());
+    let mut child = sim.fwd(driver, "flexible", &[&[A, B], args].concat());
     sim.wait_driver_ready(&mut child);
     let n = 200_000;
     let s = sim.send_both_ways(TrafficSpec { rate_pps: Some(RATE_PPS), count: Some(n), ..TrafficSpec::default() });
-    let summary = common::stop_driver(RUST, "flexible", child);
+    let summary = common::stop_driver(driver, "flexible", child);
     common::assert_lossless(&s, &summary, n, true);
     common::assert_no_lint(&sim);
 }
@@ -50,11 +57,29 @@ fn flexible_forwards_unchanged_frames_between_virtio_ports() {
 }
 
 #[test]
+fn the_c_baseline_forwards_every_frame_once_between_virtio_ports() {
+    forward_with(C_CLANG, "c-virtio-fwd", VIRTIO, &[]);
+    forward_with(C_CLANG, "c-virtio-fwd-none", VIRTIO, &["--mac-rewrite", "none"]);
+}
+
+#[test]
+fn the_c_baseline_under_the_sanitizers_forwards_between_virtio_ports() {
+    forward_with(C_ASAN, "c-asan-virtio-fwd", VIRTIO, &[]);
+}
+
+#[test]
+fn the_c_baseline_refuses_an_82599_beside_a_virtio_port_in_one_line() {
+    let sim = Sim::start_devices("c-virtio-mixed", &[Kind::Ixgbe, Kind::VirtioNet]);
+    let err = common::fwd_error(C_CLANG, "flexible", &[A, B, "--sysfs", &sim.devices()]);
+    assert!(err.contains("forwards between two of a kind"), "{err}");
+}
+
+#[test]
 fn the_agent_models_are_refused_on_virtio_ports() {
     let sim = Sim::start_devices("virtio-agents", VIRTIO);
     let devices = sim.devices();
-    for mode in ["restricted", "const"] {
-        let err = common::fwd_error(RUST, mode, &[A, B, "--sysfs", &devices]);
-        assert!(err.contains("use flexible on virtio ports"), "{mode}: {err}");
+    for (driver, mode) in [(RUST, "restricted"), (RUST, "const"), (C_CLANG, "restricted"), (C_CLANG, "const")] {
+        let err = common::fwd_error(driver, mode, &[A, B, "--sysfs", &devices]);
+        assert!(err.contains("use flexible on virtio ports"), "{} {mode}: {err}", driver.name);
     }
 }

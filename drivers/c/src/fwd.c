@@ -6,6 +6,7 @@
 //                     [--outputs 1-64] [--seconds S] [--cpu N] [--flow-control]
 // Forwards both directions until SIGINT/SIGTERM (or --seconds), prints one summary line, exits 0.
 #include "ixgbe.h"
+#include "virtio.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -59,8 +60,8 @@ struct meter {
 	double start, last, until, last_presence;
 	uint64_t last_total;
 	bool progress, has_deadline;
-	const struct device *devices[2];
-	const struct device *gone; // the device that went away, if one did
+	const struct device *devices[2]; // NULL for a virtio port: not watched
+	const struct device *gone;       // the device that went away, if one did
 };
 
 __attribute__((noinline)) static bool meter_tick(struct meter *m, const uint64_t counts[2])
@@ -72,7 +73,7 @@ __attribute__((noinline)) static bool meter_tick(struct meter *m, const uint64_t
 	if (now - m->last_presence >= PRESENCE_PERIOD) {
 		m->last_presence = now;
 		for (int i = 0; i < 2; i++) {
-			if (!device_present(m->devices[i])) {
+			if (m->devices[i] != NULL && !device_present(m->devices[i])) {
 				m->gone = m->devices[i];
 				return false;
 			}
@@ -300,6 +301,88 @@ static struct discarded run_model(const struct device *a, const struct device *b
 	                          .dropped = stop_direction(&ab) + stop_direction(&ba)};
 }
 
+
+// Two virtio-net ports (docs/virtio.md): the same loop over the virtio queues, always lossless
+// as crates/virtio's (a virtio device holds its link partner while it has no receive buffer).
+struct virtio_direction {
+	struct virtio_rx *rx;
+	struct virtio_tx *tx;
+	struct pool pool;
+	struct buffer batch[BATCH];
+	unsigned waiting; // frames at the front of `batch` still to send
+};
+
+static inline __attribute__((always_inline)) uint64_t virtio_burst(struct virtio_direction *restrict d, bool rewrite)
+{
+	unsigned waiting = d->waiting;
+	unsigned got = virtio_rx_batch(d->rx, &d->pool, d->batch + waiting, BATCH - waiting);
+	if (got == 0 && waiting == 0) {
+		return 0;
+	}
+	if (rewrite) {
+		for (unsigned k = waiting; k < waiting + got; k++) {
+			rewrite_macs(d->batch[k].data);
+		}
+	}
+	unsigned count = waiting + got;
+	unsigned sent = virtio_tx_batch(d->tx, &d->pool, d->batch, count);
+	for (unsigned k = sent; k < count; k++) {
+		d->batch[k - sent] = d->batch[k];
+	}
+	d->waiting = count - sent;
+	return sent;
+}
+
+static inline __attribute__((always_inline)) void virtio_directions(struct virtio_direction *restrict ab,
+                                                                    struct virtio_direction *restrict ba, bool rewrite,
+                                                                    struct meter *m, uint64_t counts[2])
+{
+	do {
+		for (unsigned k = 0; k < CHECK_EVERY; k++) {
+			counts[0] += virtio_burst(ab, rewrite);
+			counts[1] += virtio_burst(ba, rewrite);
+		}
+	} while (meter_tick(m, counts));
+}
+
+__attribute__((noinline)) void forward_virtio(struct virtio_direction *restrict ab, struct virtio_direction *restrict ba,
+                                              bool rewrite, struct meter *m, uint64_t counts[2]);
+__attribute__((noinline)) void forward_virtio(struct virtio_direction *restrict ab, struct virtio_direction *restrict ba,
+                                              bool rewrite, struct meter *m, uint64_t counts[2])
+{
+	if (rewrite) {
+		virtio_directions(ab, ba, true, m, counts);
+	} else {
+		virtio_directions(ab, ba, false, m, counts);
+	}
+}
+
+static struct discarded run_virtio(const struct virtio_device *a, const struct virtio_device *b,
+                                   const struct options *o, struct meter *m, uint64_t counts[2])
+{
+	// One memory per direction: its receive queue and pool, the other port's transmit queue
+	// (pool inversion) and a control queue, as crates/safenic's virtio_both.
+	static struct virtio_memory mem_ab, mem_ba;
+	static struct virtio_rx rx_a, rx_b;
+	static struct virtio_tx tx_a, tx_b;
+	static struct virtio_direction ab, ba;
+	virtio_memory_allocate(&mem_ab, POOL);
+	virtio_memory_allocate(&mem_ba, POOL);
+	virtio_pool_init(&ab.pool, &mem_ab);
+	virtio_pool_init(&ba.pool, &mem_ba);
+	virtio_rx_init(&rx_a, a, &mem_ab, &ab.pool);
+	virtio_rx_init(&rx_b, b, &mem_ba, &ba.pool);
+	virtio_tx_init(&tx_b, b, &mem_ab);
+	virtio_tx_init(&tx_a, a, &mem_ba);
+	virtio_start(a, &mem_ab);
+	virtio_start(b, &mem_ba);
+	ab = (struct virtio_direction){.rx = &rx_a, .tx = &tx_b, .pool = ab.pool, .waiting = 0};
+	ba = (struct virtio_direction){.rx = &rx_b, .tx = &tx_a, .pool = ba.pool, .waiting = 0};
+	forward_virtio(&ab, &ba, o->rewrite, m, counts);
+	uint64_t dropped = ab.waiting + ba.waiting;
+	return (struct discarded){.malformed = rx_a.malformed + rx_b.malformed, .dropped = dropped};
+}
+
 #endif
 
 __attribute__((noreturn)) static void usage(void)
@@ -378,6 +461,7 @@ static void parse(int argc, char **argv, struct options *o)
 
 // The ports whose queues are stopped when the program exits, however it exits (`die` too).
 static struct port *opened[2];
+static struct virtio_device *opened_virtio[2];
 
 static void stop_queues_at_exit(void)
 {
@@ -385,7 +469,60 @@ static void stop_queues_at_exit(void)
 		if (opened[i] != NULL && opened[i]->device.regs != NULL) {
 			device_stop_queues(&opened[i]->device);
 		}
+		if (opened_virtio[i] != NULL && opened_virtio[i]->bar >= 0) {
+			uint8_t zero = 0; // status 0: a reset, done before the write returns [virtio 1.2 §2.4]
+			(void)!pwrite(opened_virtio[i]->bar, &zero, 1, 18);
+		}
 	}
+}
+
+static void summary(const struct options *o, const uint64_t counts[2], struct discarded lost, double secs,
+                    const char *suffix)
+{
+	printf("%s fwd " MODEL ": %s -> %s %llu packets, %s -> %s %llu packets, %.1f s, %.3f Mpps, %llu malformed, %llu "
+	       "dropped%s\n",
+	       program_name, o->input, o->output, (unsigned long long)counts[0], o->output, o->input,
+	       (unsigned long long)counts[1], secs, (double)(counts[0] + counts[1]) / (secs > 1e-9 ? secs : 1e-9) / 1e6,
+	       (unsigned long long)lost.malformed, (unsigned long long)lost.dropped, suffix);
+}
+
+static struct meter meter_from_now(const struct options *o, const struct device *a, const struct device *b)
+{
+	double start = now_seconds();
+	return (struct meter){.start = start,
+	                      .last = start,
+	                      .until = start + o->seconds,
+	                      .last_presence = start,
+	                      .last_total = 0,
+	                      .progress = isatty(STDOUT_FILENO),
+	                      .has_deadline = o->seconds > 0,
+	                      .devices = {a, b},
+	                      .gone = NULL};
+}
+
+// Both ports virtio-net functions: the flexible model's loop over virtio queues.
+static int main_virtio(const struct options *o)
+{
+#ifndef MODEL_FLEXIBLE
+	(void)o;
+	die("the " MODEL " model is the 82599's (TinyNF's agents own their rings): use flexible on virtio ports");
+#else
+	static struct virtio_device a, b;
+	a.bar = b.bar = -1;
+	opened_virtio[0] = &a;
+	opened_virtio[1] = &b;
+	atexit(stop_queues_at_exit);
+	virtio_open(&a, o->sysfs, o->input);
+	virtio_open(&b, o->sysfs, o->output);
+	if (strcmp(a.address, b.address) == 0) {
+		die("%s is both input and output: give two different ports", o->input);
+	}
+	struct meter m = meter_from_now(o, NULL, NULL);
+	uint64_t counts[2] = {0, 0};
+	struct discarded lost = run_virtio(&a, &b, o, &m, counts);
+	summary(o, counts, lost, now_seconds() - m.start, " (virtio)");
+	return 0;
+#endif
 }
 
 int main(int argc, char **argv)
@@ -396,6 +533,15 @@ int main(int argc, char **argv)
 	install_termination_handlers();
 	if (o.cpu >= 0) {
 		pin_to_cpu(o.cpu);
+	}
+	bool virtio_in = pci_vendor(o.sysfs, o.input) == 0x1AF4, virtio_out = pci_vendor(o.sysfs, o.output) == 0x1AF4;
+	if (virtio_in && virtio_out) {
+		return main_virtio(&o);
+	}
+	if (virtio_in || virtio_out) {
+		die("%s is a virtio-net port and %s an 82599: the C baseline forwards between two of a kind (safenic fwd "
+		    "forwards between the two)",
+		    virtio_in ? o.input : o.output, virtio_in ? o.output : o.input);
 	}
 	static struct port port_a, port_b;
 	port_open(&port_a, o.sysfs, o.input);
@@ -414,24 +560,10 @@ int main(int argc, char **argv)
 	}
 	device_wait_for_link(&port_a.device, 10);
 	device_wait_for_link(&port_b.device, 10);
-	double start = now_seconds();
-	struct meter m = {.start = start,
-	                  .last = start,
-	                  .until = start + o.seconds,
-	                  .last_presence = start,
-	                  .last_total = 0,
-	                  .progress = isatty(STDOUT_FILENO),
-	                  .has_deadline = o.seconds > 0,
-	                  .devices = {&port_a.device, &port_b.device},
-	                  .gone = NULL};
+	struct meter m = meter_from_now(&o, &port_a.device, &port_b.device);
 	uint64_t counts[2] = {0, 0};
 	struct discarded lost = run_model(&port_a.device, &port_b.device, &o, &m, counts);
-	double secs = now_seconds() - start;
-	printf("%s fwd " MODEL ": %s -> %s %llu packets, %s -> %s %llu packets, %.1f s, %.3f Mpps, %llu malformed, %llu "
-	       "dropped\n",
-	       program_name, o.input, o.output, (unsigned long long)counts[0], o.output, o.input,
-	       (unsigned long long)counts[1], secs, (double)(counts[0] + counts[1]) / (secs > 1e-9 ? secs : 1e-9) / 1e6,
-	       (unsigned long long)lost.malformed, (unsigned long long)lost.dropped);
+	summary(&o, counts, lost, now_seconds() - m.start, "");
 	if (m.gone) {
 		fflush(stdout);
 		die("%s", device_gone_message(m.gone));

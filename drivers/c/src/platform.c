@@ -105,6 +105,22 @@ static unsigned read_hex_file(const struct pci_function *f, const char *name)
 	return v;
 }
 
+unsigned pci_vendor(const char *root, const char *address)
+{
+	char normal[16], path[4200];
+	normalize_address(address, normal);
+	snprintf(path, sizeof path, "%s/%s/vendor", root, normal);
+	FILE *file = fopen(path, "r");
+	unsigned v = 0;
+	if (file) {
+		if (fscanf(file, "%x", &v) != 1) {
+			v = 0;
+		}
+		fclose(file);
+	}
+	return v;
+}
+
 static uint16_t config_read_u16(const struct pci_function *f, off_t offset)
 {
 	uint16_t v;

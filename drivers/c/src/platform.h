@@ -28,6 +28,10 @@ struct pci_function {
 void pci_open(struct pci_function *f, const char *root, const char *address, uint16_t vendor, uint16_t device,
               const char *expected);
 
+// The vendor ID of `address` under `root`, or 0 if it cannot be read (the caller's
+// pci_open then says why).
+unsigned pci_vendor(const char *root, const char *address);
+
 // Maps BAR0 (resource0) whole; dies unless it has exactly `expected_len` bytes.
 volatile uint32_t *pci_map_bar0(const struct pci_function *f, size_t expected_len);
 
