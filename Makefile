@@ -7,7 +7,7 @@ CARGO ?= cargo
 ISA ?= $(shell scripts/isa-level)
 export RUSTFLAGS := -C target-cpu=$(ISA)
 
-.PHONY: all setup build demo test test-mpk test-peers test-chaos soak chaos-report bench bench-smoke bench-dpdk bench-isolation audit sanitize fuzz stress fmt clean
+.PHONY: all setup build demo test test-mpk test-peers test-chaos soak chaos-report bench bench-smoke bench-dpdk bench-isolation bench-virtio audit sanitize fuzz stress fmt clean
 
 all: build
 
@@ -74,12 +74,14 @@ chaos-report: setup build
 
 # The bench's quick profile as a smoke test: every driver and model measured once (RFC 2544
 # with short trials, latency, callgrind), results and figures written, read back and checked
-# for sane figures (nothing about speed is asserted); then the l2fwd pair of bench-dpdk, briefly.
+# for sane figures (nothing about speed is asserted); then the l2fwd pair of bench-dpdk, the
+# isolation bench and the virtio bench, briefly.
 bench-smoke: setup build
 	rm -rf target/bench-quick
 	target/release/safenic bench --profile quick --out target/bench-quick
 	target/release/safenic bench-dpdk --callgrind-seconds 1 --overload-seconds 0.5 --repetitions 1
 	target/release/safenic bench-isolation --rounds 1 --window-ms 2
+	target/release/safenic bench-virtio --callgrind-seconds 1 --rounds 1
 
 # platform's tests under AddressSanitizer and ThreadSanitizer (Miri cannot run them: they map
 # files and hugepages). ThreadSanitizer needs the standard library built with it too. The DPDK
@@ -108,6 +110,15 @@ audit: setup build
 PROFILE ?= standard
 bench: setup build
 	target/release/safenic bench --profile $(PROFILE) --out docs/bench --figures docs/figures --splice docs/results.md
+	$(MAKE) bench-virtio
+
+# virtio-net: the Rust driver (modern and legacy interface) beside the C baseline's (legacy)
+# between nicsim's virtio-net functions, instructions and estimated cycles per packet under
+# callgrind in interleaved rounds. Writes its table into docs/results.md (docs/virtio.md).
+VIRTIO_SECONDS ?= 10
+VIRTIO_ROUNDS ?= 3
+bench-virtio: setup build
+	target/release/safenic bench-virtio --callgrind-seconds $(VIRTIO_SECONDS) --rounds $(VIRTIO_ROUNDS) --splice docs/results.md
 
 # The Rust l2fwd (crates/dpdk) beside DPDK's C l2fwd, paired in one run: instructions per
 # forwarded packet under callgrind on net_null, and the overload test on net_null and on nicsim.

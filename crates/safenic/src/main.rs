@@ -7,6 +7,7 @@
 
 mod bench_dpdk;
 mod bench_isolation;
+mod bench_virtio;
 mod chaos;
 mod filter;
 mod fwd;
@@ -244,6 +245,10 @@ enum Cmd {
     /// and libpng, each called directly, in an MPK domain (on a host with PKU) and in a helper
     /// process, interleaved in rounds.
     BenchIsolation(bench_isolation::Args),
+    /// The Rust virtio-net driver (modern and legacy interface) beside the C baseline's (legacy)
+    /// between nicsim's virtio-net functions: instructions and estimated cycles per forwarded
+    /// packet under callgrind, in interleaved rounds. Needs root and valgrind (scripts/setup).
+    BenchVirtio(bench_virtio::Args),
 }
 
 /// Which drivers `safenic bench` measures.
@@ -434,6 +439,7 @@ fn main() -> ExitCode {
         }
         Cmd::BenchDpdk(args) => bench_dpdk::run(&args),
         Cmd::BenchIsolation(args) => bench_isolation::run(&args),
+        Cmd::BenchVirtio(args) => bench_virtio::run(&args),
     };
     cli::finish("safenic", result)
 }

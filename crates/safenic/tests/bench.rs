@@ -70,6 +70,25 @@ fn instructions_per_packet_come_from_the_forwarding_loop_only() {
     assert_eq!(leftovers(), Vec::<String>::new(), "the run leaves nothing in /dev/shm");
 }
 
+#[test]
+fn virtio_instructions_per_packet_come_from_forward_virtio_of_each_driver() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let m = manifest::Manifest::load(&root).unwrap();
+    let all = bench::drivers_of(&m, &root, std::path::Path::new(env!("CARGO_BIN_EXE_safenic")));
+    let drivers = bench::virtio::drivers(&all);
+    let names: Vec<&str> = drivers.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["rust-modern", "rust-legacy", "c-clang", "c-gcc"], "the drivers the table compares");
+    for d in drivers.iter().filter(|d| d.name == "rust-legacy" || d.name == "c-clang") {
+        let i = bench::virtio::instructions(d, 1.0).expect("callgrind run");
+        assert!(i.saturated, "{}: under valgrind the driver is the limit: {i:?}", d.name);
+        assert!(i.packets > 10_000, "{}: {i:?}", d.name);
+        let per = i.per_packet();
+        assert!((20.0..1_000.0).contains(&per), "{}: {per} instructions per packet: {i:?}", d.name);
+        assert!(i.cycles_per_packet() > per, "{}: {i:?}", d.name);
+    }
+    assert_eq!(leftovers(), Vec::<String>::new(), "the runs leave nothing in /dev/shm");
+}
+
 /// What this process's harness sessions left in /dev/shm.
 fn leftovers() -> Vec<String> {
     let mine = format!("safenic-bench-{}-", std::process::id());

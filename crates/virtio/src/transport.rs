@@ -216,13 +216,17 @@ impl Transport {
     pub(crate) fn config<const N: usize>(&self) -> Result<[u8; N], DriverError> {
         match self {
             Transport::Legacy(bar) => bar.read::<N>(legacy::CONFIG).map_err(io),
-            Transport::Modern { bar, layout, .. } => loop {
-                let before = self.read::<1>(common::CONFIG_GENERATION)?;
-                let bytes = bar.read::<N>(layout.device).map_err(io)?;
-                if self.read::<1>(common::CONFIG_GENERATION)? == before {
-                    return Ok(bytes);
+            Transport::Modern { bar, layout, .. } => {
+                // A device whose configuration never holds still gets a bounded number of tries.
+                for _ in 0..100 {
+                    let before = self.read::<1>(common::CONFIG_GENERATION)?;
+                    let bytes = bar.read::<N>(layout.device).map_err(io)?;
+                    if self.read::<1>(common::CONFIG_GENERATION)? == before {
+                        return Ok(bytes);
+                    }
                 }
-            },
+                Err(DriverError::Invalid("the device configuration changed on every one of 100 reads".into()))
+            }
         }
     }
 
