@@ -20,7 +20,8 @@ use std::collections::VecDeque;
 pub enum Fault {
     /// `count` hostile write-backs, `rate` per second: RX descriptors with random status,
     /// error and length fields written anywhere in the ring (DD on descriptors the device does
-    /// not own, out of order), TX head write-backs of any 32-bit value, DD on TX descriptors.
+    /// not own, out of order), TX head write-backs of any 32-bit value, DD on TX descriptors;
+    /// on a virtio port, used elements for chains the device never finished.
     WriteBack { rate: f64, count: u64, seed: u64 },
     /// Every ring of the port stops for `ms` milliseconds, then resumes; frames arriving
     /// meanwhile wait in the packet buffer.
@@ -77,6 +78,9 @@ pub struct Injected {
     pub rx_write_backs: u64,
     pub head_write_backs: u64,
     pub tx_write_backs: u64,
+    /// virtio used elements for chains the device never finished.
+    #[serde(default)]
+    pub used_write_backs: u64,
     pub stalls: u64,
     pub resets: u64,
     pub removals: u64,
@@ -91,7 +95,7 @@ pub struct Injected {
 impl Injected {
     /// Hostile write-backs of every kind.
     pub fn write_backs(&self) -> u64 {
-        self.rx_write_backs + self.head_write_backs + self.tx_write_backs
+        self.rx_write_backs + self.head_write_backs + self.tx_write_backs + self.used_write_backs
     }
 
     /// Counts one wire fault.

@@ -508,6 +508,7 @@ impl<D: DmaSpace> Engine<D> {
                     Some(HostileWrite::RxDescriptor) => chaos.injected.rx_write_backs += 1,
                     Some(HostileWrite::Head) => chaos.injected.head_write_backs += 1,
                     Some(HostileWrite::TxDescriptor) => chaos.injected.tx_write_backs += 1,
+                    Some(HostileWrite::UsedElement) => chaos.injected.used_write_backs += 1,
                     // No ring to write into: nothing owed is lost, the mode waits for one.
                     None => break,
                 }

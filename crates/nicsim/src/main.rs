@@ -598,12 +598,13 @@ fn print_totals(s: &Stats) -> Result<(), String> {
         let i = &p.injected;
         if *i != Default::default() {
             cli::outln!(
-                "port {}: injected: write-backs {} (RX {}, head {}, TX {}), stalls {}, resets {}, removals {}, runts {}, oversize {}, corrupted {}, bad FCS {}, duplicated {}, reordered {} | RUC {}, ROC {}, CRCERRS {}",
+                "port {}: injected: write-backs {} (RX {}, head {}, TX {}, virtio used {}), stalls {}, resets {}, removals {}, runts {}, oversize {}, corrupted {}, bad FCS {}, duplicated {}, reordered {} | RUC {}, ROC {}, CRCERRS {}",
                 p.port,
                 i.write_backs(),
                 i.rx_write_backs,
                 i.head_write_backs,
                 i.tx_write_backs,
+                i.used_write_backs,
                 i.stalls,
                 i.resets,
                 i.removals,

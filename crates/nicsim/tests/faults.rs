@@ -39,6 +39,7 @@ fn hostile_write_backs_land_only_in_the_rings_and_the_head_slot_the_driver_gave(
             Some(HostileWrite::RxDescriptor) => kinds[0] += 1,
             Some(HostileWrite::Head) => kinds[1] += 1,
             Some(HostileWrite::TxDescriptor) => kinds[2] += 1,
+            Some(HostileWrite::UsedElement) => panic!("an 82599 port has no used ring"),
             None => panic!("there are rings to write into"),
         }
     }

@@ -1,7 +1,7 @@
 //! nicsim's virtio-net function driven by a legacy driver written from the specification
 //! (`common/virtio_peer.rs`) in another process than the device: initialisation, the control
 //! queue, receive and transmit with the net header, checksum completion, holding frames for a
-//! slow driver, reset, a queue taken back, and what a bad driver gets. Needs root, hugepages and /dev/fuse
+//! slow driver, reset, FAILED, a queue taken back, and what a bad driver gets. Needs root, hugepages and /dev/fuse
 //! (`make test` sets them up); run one test at a time.
 
 mod common;
@@ -152,6 +152,26 @@ fn a_reset_stops_the_device_before_the_write_returns() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(peer.used(RX).is_empty(), "nothing written after the reset");
+}
+
+#[test]
+fn a_driver_that_sets_failed_stops_the_device() {
+    use nicsim::virtio::status::{ACKNOWLEDGE, DRIVER, DRIVER_OK, FAILED};
+    let sim = serve("virtio-failed");
+    let mut peer = VirtioPeer::open(&sim.devices(), A, IXY_FEATURES);
+    peer.driver_ok();
+    for k in 0..8 {
+        peer.post_rx(k);
+    }
+    // The driver gave up [virtio 1.2 §2.1]: the device leaves its queues alone from then on.
+    peer.write(nicsim::virtio::legacy::STATUS, &[ACKNOWLEDGE | DRIVER | DRIVER_OK | FAILED]);
+    sim.start_traffic(0, traffic(8, Some(100_000.0), None)).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while sim.stats().ports[0].drops.rx_disabled < 8 {
+        assert!(Instant::now() < deadline, "frames reached a failed device's queue");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(peer.used(RX).is_empty(), "nothing written after FAILED");
 }
 
 #[test]

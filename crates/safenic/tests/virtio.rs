@@ -74,6 +74,47 @@ fn the_c_baseline_refuses_an_82599_beside_a_virtio_port_in_one_line() {
     assert!(err.contains("forwards between two of a kind"), "{err}");
 }
 
+/// `driver` forwards while both virtio devices return chains they never finished (used
+/// elements with heads the driver may not have given, and lengths up to any 32-bit value): it
+/// keeps running, exits 0 with its summary on SIGTERM, and the device reaches nothing outside
+/// the driver's memory. Under the sanitizers (c-asan), a read or write outside an object would
+/// abort the C driver instead.
+fn survives_a_hostile_virtio_device(driver: Driver, name: &str) {
+    use nicsim::chaos::Fault;
+    const WRITES: u64 = 5_000;
+    let sim = Sim::start_devices(name, VIRTIO);
+    let mut child = sim.fwd(driver, "flexible", &[A, B]);
+    sim.wait_driver_ready(&mut child);
+    sim.start_both_ways(&TrafficSpec { rate_pps: Some(RATE_PPS), count: Some(2_000_000), ..TrafficSpec::default() });
+    for port in 0..2 {
+        sim.fault(port, Fault::WriteBack { rate: 50_000.0, count: WRITES, seed: 7 + port as u64 }).unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while sim.stats().ports.iter().any(|p| p.injected.used_write_backs < WRITES) {
+        assert!(child.try_wait().unwrap().is_none(), "{} died under a hostile device: {}", driver.name, child.output());
+        assert!(std::time::Instant::now() < deadline, "the hostile writes did not all land: {:?}", sim.stats().ports);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let summary = common::stop_driver(driver, "flexible", child);
+    let stats = sim.stats();
+    assert!(
+        stats.ports.iter().all(|p| p.dma_faults == 0),
+        "{:?}",
+        stats.ports.iter().map(|p| &p.faults).collect::<Vec<_>>()
+    );
+    assert!(summary.malformed > 0, "{}: some hostile elements were refused and counted: {summary:?}", driver.name);
+}
+
+#[test]
+fn a_hostile_virtio_device_cannot_break_the_rust_driver() {
+    survives_a_hostile_virtio_device(RUST, "virtio-hostile-rust");
+}
+
+#[test]
+fn a_hostile_virtio_device_cannot_break_the_c_baseline_under_the_sanitizers() {
+    survives_a_hostile_virtio_device(C_ASAN, "virtio-hostile-c-asan");
+}
+
 #[test]
 fn the_agent_models_are_refused_on_virtio_ports() {
     let sim = Sim::start_devices("virtio-agents", VIRTIO);

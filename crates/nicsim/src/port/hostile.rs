@@ -15,15 +15,20 @@ pub enum HostileWrite {
     Head,
     /// DD in the status of a transmit descriptor.
     TxDescriptor,
+    /// A virtio used element for a chain the device never finished, published.
+    UsedElement,
 }
 
 impl Port {
     /// Writes one hostile value, chosen by `rng`, where the device may write: a receive
     /// descriptor anywhere in an enabled ring (owned by the device or not) with random status,
     /// errors, length 0..=0xFFFF and VLAN; a transmit queue's head write-back slot with any
-    /// 32-bit value; or DD on any transmit descriptor. `None` if no queue has a ring in
-    /// driver memory.
+    /// 32-bit value; or DD on any transmit descriptor. On a virtio port, a used element
+    /// (`Port::virtio_hostile_used`). `None` if no queue has a ring in driver memory.
     pub fn hostile_write_back(&mut self, dma: &mut impl DmaSpace, rng: &mut Rng) -> Option<HostileWrite> {
+        if self.virtio_registers().is_some() {
+            return self.virtio_hostile_used(dma, rng);
+        }
         let first = rng.below(3);
         (0..3).find_map(|k| match (first + k) % 3 {
             0 => self.hostile_rx(dma, rng),

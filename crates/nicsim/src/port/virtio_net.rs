@@ -500,6 +500,28 @@ impl Port {
         taken
     }
 
+    /// A hostile used element ([`crate::chaos`]): the next used entry of the receive or the
+    /// transmit queue, published, naming a chain the device never finished: half the time a
+    /// head within the queue (one the driver may still have given the device), else any 16-bit
+    /// value, and a length up to a frame's or any 32-bit value. `None` if neither queue is in use.
+    pub(super) fn virtio_hostile_used(
+        &mut self,
+        dma: &mut impl DmaSpace,
+        rng: &mut crate::chaos::Rng,
+    ) -> Option<super::hostile::HostileWrite> {
+        let v = self.virtio.as_mut()?;
+        let first = rng.below(2) as usize;
+        let q = [RX, TX].into_iter().cycle().skip(first).take(2).find(|&q| v.live && v.queues[q].usable())?;
+        let r = rng.next_u64();
+        let size = u64::from(v.queues[q].regs.size.max(1));
+        let head = if r & 1 == 0 { ((r >> 1) % size) as u16 } else { (r >> 16) as u16 };
+        let len = if r & 2 == 0 { ((r >> 32) % 1600) as u32 } else { rng.next_u64() as u32 };
+        let mut queue = v.queues[q];
+        let written = queue.push_used(dma, head, len).is_ok();
+        v.queues[q] = queue;
+        written.then_some(super::hostile::HostileWrite::UsedElement)
+    }
+
     /// A virtio port's receive and transmit queues in use (live and given), if it is one.
     pub(super) fn virtio_enabled_queues(&self) -> Option<(usize, usize)> {
         let v = self.virtio.as_ref()?;
