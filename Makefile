@@ -35,14 +35,13 @@ test: setup
 	target/debug/safenic-drivers build
 	scripts/build-dpdk-l2fwd $(ISA)
 	$(CARGO) test --workspace -- --test-threads=1
-	$(MAKE) test-mpk
 	$(MAKE) sanitize
 	$(MAKE) audit
 	$(MAKE) bench-smoke
 
 # crates/isolation's tests in a guest with protection keys (QEMU's software emulation emulates
 # PKU on any x86-64 host), the MPK backend's required: on a host without PKU, cargo test can
-# run only the process backend's half. About 20 seconds; part of `make test`.
+# run only the process backend's half. About 20 seconds; .ci/run runs it after `make test`.
 test-mpk: setup
 	scripts/test-mpk
 
@@ -74,14 +73,13 @@ chaos-report: setup build
 
 # The bench's quick profile as a smoke test: every driver and model measured once (RFC 2544
 # with short trials, latency, callgrind), results and figures written, read back and checked
-# for sane figures (nothing about speed is asserted); then the l2fwd pair of bench-dpdk, the
-# isolation bench and the virtio bench, briefly.
+# for sane figures (nothing about speed is asserted); then the l2fwd pair of bench-dpdk and the
+# isolation bench, briefly (`safenic bench-virtio` runs briefly in crates/safenic/tests/bench.rs).
 bench-smoke: setup build
 	rm -rf target/bench-quick
 	target/release/safenic bench --profile quick --out target/bench-quick
 	target/release/safenic bench-dpdk --callgrind-seconds 1 --overload-seconds 0.5 --repetitions 1
 	target/release/safenic bench-isolation --rounds 1 --window-ms 2
-	target/release/safenic bench-virtio --callgrind-seconds 1 --rounds 1
 
 # platform's tests under AddressSanitizer and ThreadSanitizer (Miri cannot run them: they map
 # files and hugepages). ThreadSanitizer needs the standard library built with it too. The DPDK
