@@ -22,6 +22,7 @@
 
 pub mod callgrind;
 pub mod chaos;
+pub mod host;
 pub mod isolation;
 pub mod l2fwd;
 pub mod results;

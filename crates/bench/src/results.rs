@@ -85,6 +85,13 @@ pub struct Ratio {
     pub estimated_cycles: Spread,
 }
 
+/// The host-stall recorders' findings, per core.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostStalls {
+    pub before: Vec<crate::host::CoreStalls>,
+    pub after: Vec<crate::host::CoreStalls>,
+}
+
 /// Everything one run measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Results {
@@ -107,6 +114,10 @@ pub struct Results {
     /// frames per second into both ports' receive rings: above the line rate (29.76 at 64
     /// bytes), nicsim is not what limits the drivers.
     pub nicsim_ceiling_mpps: Spread,
+    /// The host's own stalls on the bench's cores (`crate::host`), before and after the
+    /// drivers: what a throughput or latency figure of this run may owe to the host.
+    #[serde(default)]
+    pub host_stalls: HostStalls,
     pub rows: Vec<Row>,
     pub ratios: Vec<Ratio>,
 }
@@ -136,7 +147,19 @@ impl Results {
             }
         }
         sane(&self.nicsim_ceiling_mpps, self.nicsim_ceiling_mpps.values.len().max(1))
-            .map_err(|e| format!("nicsim's ceiling: {e}"))
+            .map_err(|e| format!("nicsim's ceiling: {e}"))?;
+        for (when, cores) in [("before", &self.host_stalls.before), ("after", &self.host_stalls.after)] {
+            if cores.is_empty() {
+                return Err(format!("no host-stall record {when} the drivers"));
+            }
+            if let Some(c) = cores.iter().find(|c| {
+                !(c.seconds > 0.0 && c.longest_us >= 0.0 && (0.0..=1.0).contains(&c.lost_fraction))
+                    || c.per_second_over.windows(2).any(|w| w[0] < w[1])
+            }) {
+                return Err(format!("host stalls {when} the drivers, CPU {}: not a sane record: {c:?}", c.cpu));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -234,9 +257,25 @@ mod tests {
             callgrind_seconds: 2.0,
             cycle_estimate: crate::callgrind::ESTIMATE_FORMULA.into(),
             nicsim_ceiling_mpps: Spread::of(&[30.0, 31.0]),
+            host_stalls: HostStalls {
+                before: vec![crate::host::CoreStalls::of(0, 1.0, &[200_000])],
+                after: vec![crate::host::CoreStalls::of(0, 1.0, &[])],
+            },
             rows,
             ratios: vec![],
         }
+    }
+
+    #[test]
+    fn a_run_without_a_sane_host_stall_record_is_refused() {
+        let (drivers, models) = (vec!["rust".to_string()], vec!["const".to_string()]);
+        let mut r = results(vec![row("rust", &[41.0, 41.5])]);
+        r.validate(&drivers, &models).unwrap();
+        r.host_stalls.after.clear();
+        assert_eq!(r.validate(&drivers, &models).unwrap_err(), "no host-stall record after the drivers");
+        r.host_stalls.after =
+            vec![crate::host::CoreStalls { seconds: 0.0, ..crate::host::CoreStalls::of(1, 1.0, &[]) }];
+        assert!(r.validate(&drivers, &models).unwrap_err().contains("CPU 1: not a sane record"));
     }
 
     #[test]

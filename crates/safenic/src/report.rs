@@ -7,7 +7,7 @@ mod figures;
 mod markdown;
 
 use bench::callgrind::ESTIMATE_FORMULA;
-use bench::results::{LatencyStep, Ratio, Results, Row, Spread};
+use bench::results::{HostStalls, LatencyStep, Ratio, Results, Row, Spread};
 use bench::rfc2544::{Search, FRAME_SIZES, LOAD_PERCENTS};
 use bench::{Driver, Instructions, Rfc2544};
 use std::path::{Path, PathBuf};
@@ -23,15 +23,17 @@ pub struct Profile {
     pub callgrind_seconds: f64,
     /// Seconds of each of nicsim's two ceiling measurements.
     pub ceiling_seconds: f64,
+    /// Seconds of each of the two host-stall records (`bench::host`), before and after.
+    pub host_seconds: f64,
 }
 
 impl Profile {
     /// `quick` (a smoke test, under 2 minutes), `standard` or `full` (every RFC 2544 frame size).
     pub fn named(name: &str) -> Profile {
-        let (repetitions, trial_seconds, resolution, callgrind_seconds, ceiling_seconds) = match name {
-            "quick" => (1, 0.1, 0.1, 1.0, 0.5),
-            "full" => (3, 2.0, 0.005, 20.0, 10.0),
-            _ => (3, 1.0, 0.01, 10.0, 5.0),
+        let (repetitions, trial_seconds, resolution, callgrind_seconds, ceiling_seconds, host_seconds) = match name {
+            "quick" => (1, 0.1, 0.1, 1.0, 0.5, 0.5),
+            "full" => (3, 2.0, 0.005, 20.0, 10.0, 30.0),
+            _ => (3, 1.0, 0.01, 10.0, 5.0, 10.0),
         };
         Profile {
             name: name.to_string(),
@@ -40,6 +42,7 @@ impl Profile {
             frame_sizes: if name == "full" { FRAME_SIZES.to_vec() } else { vec![64] },
             callgrind_seconds,
             ceiling_seconds,
+            host_seconds,
         }
     }
 }
@@ -126,7 +129,9 @@ pub fn run(o: &Options) -> Result<(), String> {
         }
     }
     let phases = usize::from(o.throughput) + usize::from(o.instructions);
-    let mut progress = Progress { total: all.len() * p.repetitions * phases + 2, done: 0, started: Instant::now() };
+    let mut progress = Progress { total: all.len() * p.repetitions * phases + 4, done: 0, started: Instant::now() };
+    progress.note("the host's stalls, before");
+    let stalls_before = host_stalls(p.host_seconds)?;
     progress.note("nicsim's ceiling, before");
     let mut ceiling = vec![nicsim_ceiling(p.ceiling_seconds)?];
     let n = o.drivers.len();
@@ -157,13 +162,20 @@ pub fn run(o: &Options) -> Result<(), String> {
     }
     progress.note("nicsim's ceiling, after");
     ceiling.push(nicsim_ceiling(p.ceiling_seconds)?);
-    let results = results(o, &all, &ceiling);
+    progress.note("the host's stalls, after");
+    let stalls = HostStalls { before: stalls_before, after: host_stalls(p.host_seconds)? };
+    let results = results(o, &all, &ceiling, stalls);
     let text = markdown::of(&results);
     cli::outln!("{}", text.trim_end())?;
     if let Some(dir) = &o.out {
         write_results(dir, o, &results, &text)?;
     }
     Ok(())
+}
+
+/// The host's stalls on the bench's two cores, both recorded at once (`bench::host`).
+fn host_stalls(seconds: f64) -> Result<Vec<bench::host::CoreStalls>, String> {
+    bench::host::measure(&[bench::NICSIM_CPU, bench::DRIVER_CPU], seconds)
 }
 
 /// nicsim's ceiling: Mpps into both ports' receive rings with a reflecting peer on the other
@@ -267,7 +279,7 @@ fn latency_steps(at: &[&Rfc2544]) -> Vec<LatencyStep> {
         .collect()
 }
 
-fn results(o: &Options, all: &[Measured], ceiling: &[f64]) -> Results {
+fn results(o: &Options, all: &[Measured], ceiling: &[f64], host_stalls: HostStalls) -> Results {
     let p = &o.profile;
     Results {
         profile: p.name.clone(),
@@ -281,6 +293,7 @@ fn results(o: &Options, all: &[Measured], ceiling: &[f64]) -> Results {
         callgrind_seconds: p.callgrind_seconds,
         cycle_estimate: ESTIMATE_FORMULA.to_string(),
         nicsim_ceiling_mpps: Spread::of(ceiling),
+        host_stalls,
         rows: all.iter().flat_map(|m| rows(p, m)).collect(),
         ratios: ratios(o, all),
     }

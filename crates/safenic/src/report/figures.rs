@@ -207,6 +207,7 @@ mod tests {
             callgrind_seconds: 1.0,
             cycle_estimate: String::new(),
             nicsim_ceiling_mpps: Spread::of(&[30.0]),
+            host_stalls: Default::default(),
             rows,
             ratios: vec![],
         };

@@ -18,6 +18,7 @@ pub fn of(r: &Results) -> String {
         r.trial_seconds,
         r.resolution * 100.0,
     );
+    t += &host_stalls(r);
     t += "| driver | model | throughput, Mpps (64 B) | limited by | forwarded at line rate, Mpps | instructions/packet | estimated cycles/packet |\n";
     t += "|---|---|---|---|---|---|---|\n";
     for row in r.rows.iter().filter(|row| row.frame_size == 64) {
@@ -102,4 +103,21 @@ pub fn of(r: &Results) -> String {
     }
     t += &format!("\nEstimated cycles = {} (callgrind's events in the forwarding loop).\n", r.cycle_estimate);
     t
+}
+
+/// The host's own stalls on the bench's cores, before and after the drivers: a throughput or
+/// latency figure can be no better than the host lets a polling core be.
+fn host_stalls(r: &Results) -> String {
+    let s = &r.host_stalls;
+    if s.before.is_empty() && s.after.is_empty() {
+        return String::new();
+    }
+    let lines = |cores: &[bench::host::CoreStalls]| cores.iter().map(|c| c.line()).collect::<Vec<_>>().join("; ");
+    format!(
+        "The host's own stalls on these cores (a pinned thread reading the clock in a loop, gaps over \
+         20 µs recorded, {} s each): before the drivers {}; after them {}.\n\n",
+        s.before.first().map_or(0.0, |c| c.seconds),
+        lines(&s.before),
+        lines(&s.after)
+    )
 }
