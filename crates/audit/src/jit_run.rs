@@ -22,6 +22,10 @@ const ROUNDS: usize = 3;
 /// Frames each sink must have counted before the code is read: every burst size and the
 /// agents' recycle and flush periods have come round many times by then.
 const FRAMES_BEFORE_READING: u64 = 50_000;
+/// And the least time the driver forwards before the code is read: 50 000 frames take a few
+/// milliseconds at line rate, too short a window for every path to have run once on a loaded
+/// host (its presence check runs every 100 ms).
+const FORWARDING_BEFORE_READING: Duration = Duration::from_secs(1);
 
 /// One model of a JIT driver, audited.
 pub struct JitModel {
@@ -120,11 +124,12 @@ fn forward_then_walk(
         _ => Ok(()),
     };
     sim.wait_ports_up(Duration::from_secs(60), &mut alive)?;
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(60);
     loop {
         let now = sim.stats()?;
         let least = before.ports.iter().zip(&now.ports).map(|(a, b)| b.sink_packets - a.sink_packets).min();
-        if least.unwrap_or(0) >= FRAMES_BEFORE_READING {
+        if least.unwrap_or(0) >= FRAMES_BEFORE_READING && started.elapsed() >= FORWARDING_BEFORE_READING {
             break;
         }
         alive()?;
