@@ -4,6 +4,17 @@
 use crate::rfc2544::Found;
 use serde::{Deserialize, Serialize};
 
+/// The median of `values`; NaN if there are none.
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 /// A figure measured once per repetition: every value, and its median and range.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
@@ -18,9 +29,7 @@ impl Spread {
     pub fn of(values: &[f64]) -> Spread {
         let mut sorted = values.to_vec();
         sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
-        Spread { median, min: sorted[0], max: sorted[n - 1], values: values.to_vec() }
+        Spread { median: median(values), min: sorted[0], max: sorted[sorted.len() - 1], values: values.to_vec() }
     }
 
     /// `median (min–max)` with `digits` decimals; just the value when there is one.

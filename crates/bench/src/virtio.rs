@@ -81,13 +81,8 @@ pub fn run(drivers: &[VirtioDriver], seconds: f64, rounds: usize) -> Result<Vec<
         .collect()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
+fn median(v: Vec<f64>) -> f64 {
+    crate::results::median(&v)
 }
 
 /// The pairs whose ratio the table gives: each Rust interface against each C build.

@@ -135,43 +135,36 @@ fn promiscuous_mode_off_keeps_only_our_address() {
     assert_eq!(peer.wait_used(RX, 20, WAIT).len(), 20);
 }
 
-#[test]
-fn a_reset_stops_the_device_before_the_write_returns() {
-    let sim = serve("virtio-reset");
+/// A device with receive buffers posted, then the status `status` written: eight frames
+/// arrive, each counted as arriving at a disabled device, and none is written into the buffers.
+fn no_frame_reaches_a_device_after(name: &str, status: u8, what: &str) {
+    let sim = serve(name);
     let mut peer = VirtioPeer::open(&sim.devices(), A, IXY_FEATURES);
     peer.driver_ok();
     for k in 0..8 {
         peer.post_rx(k);
     }
-    peer.write(nicsim::virtio::legacy::STATUS, &[0]);
-    assert_eq!(peer.status(), 0);
+    peer.write(nicsim::virtio::legacy::STATUS, &[status]);
+    assert_eq!(peer.status(), status);
     sim.start_traffic(0, traffic(8, Some(100_000.0), None)).unwrap();
     let deadline = Instant::now() + WAIT;
     while sim.stats().ports[0].drops.rx_disabled < 8 {
-        assert!(Instant::now() < deadline, "frames reached a reset device's queue");
+        assert!(Instant::now() < deadline, "frames reached the queue of a device after {what}");
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert!(peer.used(RX).is_empty(), "nothing written after the reset");
+    assert!(peer.used(RX).is_empty(), "nothing written after {what}");
+}
+
+#[test]
+fn a_reset_stops_the_device_before_the_write_returns() {
+    no_frame_reaches_a_device_after("virtio-reset", 0, "the reset");
 }
 
 #[test]
 fn a_driver_that_sets_failed_stops_the_device() {
     use nicsim::virtio::status::{ACKNOWLEDGE, DRIVER, DRIVER_OK, FAILED};
-    let sim = serve("virtio-failed");
-    let mut peer = VirtioPeer::open(&sim.devices(), A, IXY_FEATURES);
-    peer.driver_ok();
-    for k in 0..8 {
-        peer.post_rx(k);
-    }
     // The driver gave up [virtio 1.2 §2.1]: the device leaves its queues alone from then on.
-    peer.write(nicsim::virtio::legacy::STATUS, &[ACKNOWLEDGE | DRIVER | DRIVER_OK | FAILED]);
-    sim.start_traffic(0, traffic(8, Some(100_000.0), None)).unwrap();
-    let deadline = Instant::now() + WAIT;
-    while sim.stats().ports[0].drops.rx_disabled < 8 {
-        assert!(Instant::now() < deadline, "frames reached a failed device's queue");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert!(peer.used(RX).is_empty(), "nothing written after FAILED");
+    no_frame_reaches_a_device_after("virtio-failed", ACKNOWLEDGE | DRIVER | DRIVER_OK | FAILED, "FAILED");
 }
 
 #[test]

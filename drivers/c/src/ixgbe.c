@@ -392,18 +392,23 @@ void queue_memory_allocate(struct queue_memory *m, size_t pool_size)
 	dma_allocate(&m->block, m->buffers + pool_size * BUFFER_SIZE);
 }
 
-void pool_init(struct pool *p, const struct queue_memory *m)
+void pool_init_at(struct pool *p, const struct dma_block *block, size_t buffers, size_t pool_size)
 {
-	p->free = calloc(m->pool_size, sizeof *p->free);
+	p->free = calloc(pool_size, sizeof *p->free);
 	if (!p->free) {
 		die("out of memory");
 	}
-	for (size_t i = 0; i < m->pool_size; i++) {
-		size_t at = m->buffers + i * BUFFER_SIZE;
-		p->free[i] = (struct buffer){.data = m->block.virt + at, .phys = dma_phys(&m->block, at), .length = 0};
+	for (size_t i = 0; i < pool_size; i++) {
+		size_t at = buffers + i * BUFFER_SIZE;
+		p->free[i] = (struct buffer){.data = block->virt + at, .phys = dma_phys(block, at), .length = 0};
 	}
-	p->available = m->pool_size;
-	p->total = m->pool_size;
+	p->available = pool_size;
+	p->total = pool_size;
+}
+
+void pool_init(struct pool *p, const struct queue_memory *m)
+{
+	pool_init_at(p, &m->block, m->buffers, m->pool_size);
 }
 
 void rx_queue_init(struct rx_queue *q, const struct device *d, const struct queue_memory *m, struct pool *pool)

@@ -131,6 +131,8 @@ struct queue_memory {
 
 void queue_memory_allocate(struct queue_memory *m, size_t pool_size);
 void pool_init(struct pool *p, const struct queue_memory *m);
+// A pool of `pool_size` buffers of BUFFER_SIZE from offset `buffers` of `block`.
+void pool_init_at(struct pool *p, const struct dma_block *block, size_t buffers, size_t pool_size);
 void rx_queue_init(struct rx_queue *q, const struct device *d, const struct queue_memory *m, struct pool *pool);
 void tx_queue_init(struct tx_queue *q, const struct device *d, const struct queue_memory *m);
 

@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -119,16 +118,7 @@ void virtio_memory_allocate(struct virtio_memory *m, size_t pool_size)
 
 void virtio_pool_init(struct pool *p, const struct virtio_memory *m)
 {
-	p->free = calloc(m->pool_size, sizeof *p->free);
-	if (!p->free) {
-		die("out of memory");
-	}
-	for (size_t i = 0; i < m->pool_size; i++) {
-		size_t at = m->buffers + i * BUFFER_SIZE;
-		p->free[i] = (struct buffer){.data = m->block.virt + at, .phys = dma_phys(&m->block, at), .length = 0};
-	}
-	p->available = m->pool_size;
-	p->total = m->pool_size;
+	pool_init_at(p, &m->block, m->buffers, m->pool_size);
 }
 
 // The queue at `offset` of `m` (zeroed by the allocation), given to the device as queue `number`.

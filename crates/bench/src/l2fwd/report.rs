@@ -3,13 +3,8 @@
 use super::overload;
 use super::{Instructions, Options, Report, BURST};
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
+fn median(v: Vec<f64>) -> f64 {
+    crate::results::median(&v)
 }
 
 impl Report {

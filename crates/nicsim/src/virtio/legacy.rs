@@ -2,7 +2,7 @@
 //! configuration from offset 20 (no MSI-X), queues at a page frame number in the layout of
 //! [virtio 1.2 §2.7.2 "Legacy Interfaces: A Note on Virtqueue Layout"].
 
-use super::{feature, Registers, Shared};
+use super::{feature, Registers, Shared, Written};
 use crate::iofs::IoFile;
 use std::sync::Arc;
 
@@ -80,9 +80,8 @@ impl IoFile for LegacyBar {
         let mut image = Self::image(&r);
         let at = offset as usize;
         image[at..at + data.len()].copy_from_slice(data);
-        let touched = |reg: u64, len: u64| offset < reg + len && reg < offset + data.len() as u64;
-        let u16_at = |o: u64| u16::from_le_bytes([image[o as usize], image[o as usize + 1]]);
-        let u32_at = |o: u64| u32::from_le_bytes(image[o as usize..o as usize + 4].try_into().unwrap_or([0; 4]));
+        let w = Written { image: &image, offset, len: data.len() as u64 };
+        let (touched, u16_at, u32_at) = (|reg, len| w.touched(reg, len), |o| w.u16(o), |o| w.u32(o));
         let mut change = false;
         {
             if r.removed {
@@ -124,8 +123,7 @@ impl IoFile for LegacyBar {
         drop(r);
         // QUEUE_NOTIFY needs nothing: the engine polls every available ring.
         if change {
-            let n = self.shared.changed();
-            self.shared.wait_applied(n);
+            self.shared.change_and_wait();
         }
     }
 }
@@ -142,11 +140,7 @@ mod tests {
         bar
     }
 
-    fn read(b: &LegacyBar, at: u64, len: usize) -> Vec<u8> {
-        let mut v = vec![0; len];
-        b.read(at, &mut v, 1);
-        v
-    }
+    use crate::virtio::read_bytes as read;
 
     #[test]
     fn queue_address_goes_to_the_selected_queue() {

@@ -187,6 +187,13 @@ impl Shared {
         self.registers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Marks a change the engine must take and waits until it has (a transport's write that
+    /// changes what the device does returns only then).
+    pub fn change_and_wait(&self) {
+        let n = self.changed();
+        self.wait_applied(n);
+    }
+
     /// Marks a change the engine must take; returns its number for [`Self::wait_applied`].
     pub fn changed(&self) -> u64 {
         self.changes.fetch_add(1, Ordering::AcqRel) + 1
@@ -224,6 +231,41 @@ impl Shared {
     pub fn take_isr(&self) -> u8 {
         self.isr.swap(0, Ordering::Relaxed)
     }
+}
+
+/// A transport's register bytes with a driver's write of `len` bytes at `offset` laid over
+/// them: which registers the write touched, and their new values (little-endian).
+pub(crate) struct Written<'a> {
+    pub image: &'a [u8],
+    pub offset: u64,
+    pub len: u64,
+}
+
+impl Written<'_> {
+    /// Whether the write covered any byte of the register at `reg` of `len` bytes.
+    pub fn touched(&self, reg: u64, len: u64) -> bool {
+        self.offset < reg + len && reg < self.offset + self.len
+    }
+
+    pub fn u16(&self, at: u64) -> u16 {
+        u16::from_le_bytes([self.image[at as usize], self.image[at as usize + 1]])
+    }
+
+    pub fn u32(&self, at: u64) -> u32 {
+        u32::from_le_bytes(self.image[at as usize..at as usize + 4].try_into().unwrap_or([0; 4]))
+    }
+
+    pub fn u64(&self, at: u64) -> u64 {
+        u64::from(self.u32(at)) | u64::from(self.u32(at + 4)) << 32
+    }
+}
+
+/// For the transports' tests: `len` bytes read at `at` by process 1.
+#[cfg(test)]
+pub(crate) fn read_bytes(file: &impl crate::iofs::IoFile, at: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0; len];
+    file.read(at, &mut v, 1);
+    v
 }
 
 #[cfg(test)]

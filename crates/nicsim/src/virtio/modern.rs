@@ -3,7 +3,7 @@
 //! layout is QEMU's: common configuration at 0, ISR status at 0x1000, device configuration at
 //! 0x2000, notifications at 0x3000, four bytes apart.
 
-use super::{feature, status, Registers, Shared, QUEUES};
+use super::{feature, status, Registers, Shared, Written, QUEUES};
 use crate::iofs::IoFile;
 use std::sync::Arc;
 
@@ -100,10 +100,9 @@ impl ModernBar {
         let at = offset as usize;
         let Some(target) = image.get_mut(at..at + data.len()) else { return false };
         target.copy_from_slice(data);
-        let touched = |reg: u64, len: u64| offset < reg + len && reg < offset + data.len() as u64;
-        let u16_at = |o: u64| u16::from_le_bytes([image[o as usize], image[o as usize + 1]]);
-        let u32_at = |o: u64| u32::from_le_bytes(image[o as usize..o as usize + 4].try_into().unwrap_or([0; 4]));
-        let u64_at = |o: u64| u64::from(u32_at(o)) | u64::from(u32_at(o + 4)) << 32;
+        let w = Written { image: &image, offset, len: data.len() as u64 };
+        let (touched, u16_at, u32_at, u64_at) =
+            (|reg, len| w.touched(reg, len), |o| w.u16(o), |o| w.u32(o), |o| w.u64(o));
         let mut change = false;
         if touched(DEVICE_FEATURE_SELECT, 4) {
             r.device_feature_select = u32_at(DEVICE_FEATURE_SELECT);
@@ -212,8 +211,7 @@ impl IoFile for ModernBar {
         let change = offset < COMMON + COMMON_LEN && Self::write_common(&mut r, offset - COMMON, data);
         drop(r);
         if change {
-            let n = self.shared.changed();
-            self.shared.wait_applied(n);
+            self.shared.change_and_wait();
         }
     }
 }
@@ -231,11 +229,7 @@ mod tests {
         bar
     }
 
-    fn read(b: &ModernBar, at: u64, len: usize) -> Vec<u8> {
-        let mut v = vec![0; len];
-        b.read(at, &mut v, 1);
-        v
-    }
+    use crate::virtio::read_bytes as read;
 
     fn read32(b: &ModernBar, at: u64) -> u32 {
         u32::from_le_bytes(read(b, at, 4).try_into().unwrap())
