@@ -114,6 +114,10 @@ pub struct PortStats {
     /// Per generator stream (index = generating port) as seen by this port's sink.
     pub streams: Vec<(usize, StreamStats)>,
     pub latency_ns: LatencySummary,
+    /// The same, of the frames not in flight while the host held the engine's core (a doorbell
+    /// interval of `LateDoorbells::stall_threshold_ns` or more).
+    #[serde(default)]
+    pub latency_outside_host_stalls_ns: LatencySummary,
     pub device: DeviceCounters,
     pub drops: Drops,
     pub dma_faults: u64,
@@ -137,6 +141,10 @@ pub struct PortStats {
     /// Faults injected on purpose, by kind, and the latest of them with their time.
     pub injected: Injected,
     pub fault_log: Vec<FaultEvent>,
+    /// Per receive queue, the intervals in which the driver left its tail alone while frames
+    /// were dropped (engine ns), and the drops inside and outside them.
+    #[serde(default)]
+    pub rx_tail_stalls: Vec<crate::port::TailStalls>,
 }
 
 /// The whole engine's statistics.
@@ -171,6 +179,12 @@ pub struct LateDoorbells {
     pub count: u64,
     /// The latest ones, oldest first, as (start, end) in engine ns.
     pub recent: Vec<(u64, u64)>,
+    /// Those at least `stall_threshold_ns` long (the engine's core was taken from it), the
+    /// latest 1024, kept apart from the short ones.
+    #[serde(default)]
+    pub stall_threshold_ns: u64,
+    #[serde(default)]
+    pub stalls: Vec<(u64, u64)>,
 }
 
 /// What the engine answers, in process; on the socket each variant is the bare `result`.

@@ -27,6 +27,10 @@ const SCAN_PERIOD_PS: u64 = 100_000_000; // 100 µs
 const LATE_DOORBELL_NS: u64 = 2_000;
 /// Late doorbell intervals kept for [`Stats::late_doorbells`].
 const LATE_DOORBELLS_KEPT: usize = 256;
+/// A doorbell interval this long is a stall of the engine's core (the host took it), kept
+/// apart so that the many short late intervals do not push it out; at most this many.
+const ENGINE_STALL_NS: u64 = 100_000;
+const ENGINE_STALLS_KEPT: usize = 1024;
 /// Frames each generator may deliver per iteration: few enough that the doorbells are looked
 /// at again before a driver can work through a quarter of a 256-descriptor ring, at a cost to
 /// throughput (docs/nicsim.md, "Doorbell intervals").
@@ -77,6 +81,7 @@ pub struct Engine<D: DmaSpace> {
     /// Late doorbell intervals since start: how many, and the latest as (start, end) in ns.
     late_count: u64,
     late_recent: VecDeque<(u64, u64)>,
+    engine_stalls: VecDeque<(u64, u64)>,
     monotonic_start_ns: u64,
     /// Device resets the slow path has checked for a second mapper: a reset may happen in
     /// the fast path's doorbell poll as well as in a sweep.
@@ -121,6 +126,7 @@ impl<D: DmaSpace> Engine<D> {
             last_doorbell_ps: 0,
             late_count: 0,
             late_recent: VecDeque::with_capacity(LATE_DOORBELLS_KEPT),
+            engine_stalls: VecDeque::new(),
             monotonic_start_ns,
             resets_checked: 0,
             enables_checked: 0,
@@ -276,6 +282,14 @@ impl<D: DmaSpace> Engine<D> {
         }
         for p in ports.iter_mut() {
             p.publish_rx_head();
+            p.watch_rx_tails(now_ps);
+        }
+    }
+
+    /// Frames generated before engine time `end_ns` were in flight during a stall.
+    fn mark_sinks(&mut self, end_ns: u64) {
+        for w in self.wires.iter_mut() {
+            w.sink.host_stall_end_ns = w.sink.host_stall_end_ns.max(end_ns);
         }
     }
 
@@ -287,6 +301,14 @@ impl<D: DmaSpace> Engine<D> {
             self.late_recent.pop_front();
         }
         self.late_recent.push_back((start_ns, end_ns));
+        if end_ns - start_ns >= ENGINE_STALL_NS {
+            if self.engine_stalls.len() == ENGINE_STALLS_KEPT {
+                self.engine_stalls.pop_front();
+            }
+            self.engine_stalls.push_back((start_ns, end_ns));
+            // Its own core held is a host stall the engine sees for itself.
+            self.mark_sinks(end_ns);
+        }
     }
 
     /// The slow path: register scan, statistics, housekeeping, hostile write-backs.
@@ -413,6 +435,7 @@ impl<D: DmaSpace> Engine<D> {
                 self.doorbell_gaps = LatencyHistogram::new();
                 self.late_count = 0;
                 self.late_recent.clear();
+                self.engine_stalls.clear();
                 Ok(Reply::Done(Done {}))
             }
             Request::Pcap { port, path, direction, count } => {
@@ -543,7 +566,8 @@ impl<D: DmaSpace> Engine<D> {
                     .enumerate()
                     .filter(|(_, s)| s.received > 0 || s.lost > 0)
                     .collect(),
-                latency_ns: LatencySummary::of(&w.sink.latency_ns),
+                latency_ns: LatencySummary::of(&w.sink.latency_all()),
+                latency_outside_host_stalls_ns: LatencySummary::of(&w.sink.latency_ns),
                 device: p.counters.clone(),
                 drops: p.drops.clone(),
                 dma_faults: p.fault_count,
@@ -564,6 +588,7 @@ impl<D: DmaSpace> Engine<D> {
                 link_up: p.link_up(),
                 injected: w.chaos.injected.clone(),
                 fault_log: w.chaos.log.iter().cloned().collect(),
+                rx_tail_stalls: p.tail_stalls(now_ps),
             })
             .collect();
         Stats {
@@ -575,6 +600,8 @@ impl<D: DmaSpace> Engine<D> {
                 threshold_ns: LATE_DOORBELL_NS,
                 count: self.late_count,
                 recent: self.late_recent.iter().copied().collect(),
+                stall_threshold_ns: ENGINE_STALL_NS,
+                stalls: self.engine_stalls.iter().copied().collect(),
             },
             monotonic_start_ns: self.monotonic_start_ns,
             ports,

@@ -23,6 +23,7 @@ mod rx;
 mod rx_run;
 mod sfp;
 mod stats;
+mod tail_watch;
 mod tx;
 mod tx_output;
 mod virtio_net;
@@ -34,6 +35,7 @@ pub use link::{Link, DEFAULT_LINK_UP, EICR_LSC};
 pub use registers::{PRIORITY_REGISTERS, SWEEP_DWORDS};
 pub use rx_run::{RxRun, RX_WRITE_BACK_CHUNK};
 pub use stats::{DeviceCounters, Drops, InFlight, QueueSetup, QueueState};
+pub use tail_watch::{TailStall, TailStalls, TAIL_STALL_NS};
 pub use tx_output::{TxBatch, TxOutput};
 pub use virtio_net::VirtioNet;
 
@@ -76,6 +78,9 @@ struct RxQueue {
     buf_size: usize,
     drop_en: bool,
     stat: usize,
+    /// Frames dropped for want of a descriptor since start (QPRDC counts per statistics
+    /// register, which queues may share).
+    dropped: u64,
     /// The ring, resolved at its first use (see [`dma::Ring`]).
     ring: Option<dma::Ring>,
 }
@@ -153,6 +158,8 @@ pub struct Port {
     pub claim_file: Option<ClaimFile>,
     rx: Vec<RxQueue>,
     tx: Vec<TxQueue>,
+    /// Per receive queue, when its tail stood still while frames were dropped.
+    tail_watch: Vec<tail_watch::TailWatch>,
     /// Enabled queues, in the order they were enabled: the ones the engine polls.
     active_rx: Vec<u32>,
     active_tx: Vec<u32>,
@@ -246,6 +253,7 @@ impl Port {
             config,
             claim_file: None,
             rx: vec![RxQueue::default(); QUEUES],
+            tail_watch: vec![tail_watch::TailWatch::default(); QUEUES],
             tx: (0..QUEUES).map(|_| TxQueue::default()).collect(),
             active_rx: Vec::new(),
             active_tx: Vec::new(),

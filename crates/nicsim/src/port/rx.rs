@@ -104,8 +104,9 @@ impl Port {
             RxWrite::Written => {}
             RxWrite::Fault => self.drops.dma_fault += 1,
             RxWrite::NoRoom => {
-                let q = &self.rx[qi as usize];
+                let q = &mut self.rx[qi as usize];
                 if q.drop_en {
+                    q.dropped += 1;
                     self.counters.qprdc[q.stat] += 1;
                 } else {
                     self.fifo_push(frame);

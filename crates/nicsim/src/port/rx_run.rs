@@ -398,5 +398,6 @@ impl Port {
         c.qprc[q.stat] += r.written;
         c.qbrc[q.stat] += r.written_bytes;
         c.qprdc[q.stat] += r.no_descriptor;
+        q.dropped += r.no_descriptor;
     }
 }

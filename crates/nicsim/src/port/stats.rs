@@ -153,6 +153,7 @@ impl Port {
         self.counters = DeviceCounters::default();
         self.drops = Drops::default();
         self.flow.stats = Default::default();
+        self.reset_tail_watch();
         self.publish_counters();
     }
 

@@ -32,7 +32,13 @@ pub struct Sink {
     /// Frames that were not nicsim generator frames.
     pub foreign: u64,
     pub streams: Vec<StreamStats>,
+    /// Generator-to-sink latency of the frames generated after the latest host stall's end,
+    /// and of the others: those in flight while the host held the engine's core (see
+    /// `Engine::note_late_doorbell`). [`Self::latency_all`] is both.
     pub latency_ns: LatencyHistogram,
+    pub latency_in_host_stalls_ns: LatencyHistogram,
+    /// Engine time at which the latest host stall ended.
+    pub host_stall_end_ns: u64,
 }
 
 impl Default for Sink {
@@ -49,7 +55,16 @@ impl Sink {
             foreign: 0,
             streams: vec![StreamStats::default(); MAX_STREAMS],
             latency_ns: LatencyHistogram::new(),
+            latency_in_host_stalls_ns: LatencyHistogram::new(),
+            host_stall_end_ns: 0,
         }
+    }
+
+    /// Every frame's latency, in host stalls or not.
+    pub fn latency_all(&self) -> LatencyHistogram {
+        let mut all = self.latency_ns.clone();
+        all.merge(&self.latency_in_host_stalls_ns);
+        all
     }
 
     /// Accounts one frame whose last bit left the wire at `end_ps`.
@@ -94,11 +109,16 @@ impl Sink {
             s.reordered += 1;
             s.lost = s.lost.saturating_sub(1);
         }
-        self.latency_ns.record((end_ps / 1000).saturating_sub(ts_ns).max(1));
+        let latency = (end_ps / 1000).saturating_sub(ts_ns).max(1);
+        if ts_ns >= self.host_stall_end_ns {
+            self.latency_ns.record(latency);
+        } else {
+            self.latency_in_host_stalls_ns.record(latency);
+        }
     }
 
     pub fn reset(&mut self) {
-        *self = Sink::new();
+        *self = Sink { host_stall_end_ns: self.host_stall_end_ns, ..Sink::new() };
     }
 }
 
