@@ -1,7 +1,7 @@
 //! What `safenic bench --out DIR` writes to `results.json`, read back and checked before the
 //! bench calls a run good.
 
-use crate::rfc2544::Found;
+use crate::rfc2544::{Found, SetAside};
 use serde::{Deserialize, Serialize};
 
 /// The median of `values`; NaN if there are none.
@@ -70,6 +70,21 @@ pub struct Row {
     pub saturated: Option<bool>,
     /// Every repetition's search, trial by trial.
     pub searches: Vec<Found>,
+    /// The non-drop and partial-drop rates (FD.io CSIT's NDR, zero loss, and PDR, at most
+    /// 0.5 % lost) with the trials the host failed set aside, in millions of frames per
+    /// second; per repetition, what set each, the trials each set aside, and why.
+    #[serde(default)]
+    pub ndr_mpps: Option<Spread>,
+    #[serde(default)]
+    pub pdr_mpps: Option<Spread>,
+    #[serde(default)]
+    pub ndr_limited_by: Vec<String>,
+    #[serde(default)]
+    pub pdr_limited_by: Vec<String>,
+    #[serde(default)]
+    pub ndr_set_aside: Vec<Vec<SetAside>>,
+    #[serde(default)]
+    pub pdr_set_aside: Vec<Vec<SetAside>>,
 }
 
 /// Latency at one load, over the repetitions whose throughput was not zero.
@@ -82,6 +97,9 @@ pub struct LatencyStep {
     pub p99_ns: Spread,
     pub p999_ns: Spread,
     pub max_ns: Spread,
+    /// The same percentiles of the frames not in flight during a host stall.
+    #[serde(default)]
+    pub outside_host_stalls: Option<[Spread; 4]>,
 }
 
 /// A ratio of two drivers in one model, computed inside each repetition.
@@ -92,6 +110,12 @@ pub struct Ratio {
     pub baseline: String,
     pub instructions: Spread,
     pub estimated_cycles: Spread,
+    /// NDR and PDR at 64 bytes, driver over baseline, in the repetitions where the
+    /// baseline's was not zero.
+    #[serde(default)]
+    pub ndr: Option<Spread>,
+    #[serde(default)]
+    pub pdr: Option<Spread>,
 }
 
 /// The host-stall recorders' findings, per core.
@@ -181,6 +205,23 @@ impl Row {
         if let Some(v) = t.values.iter().find(|v| !(0.0..=self.line_rate_mpps * (1.0 + 1e-9)).contains(*v)) {
             return Err(format!("throughput: {v} Mpps is not between 0 and the line rate {}", self.line_rate_mpps));
         }
+        for (what, rate, limited) in
+            [("NDR", &self.ndr_mpps, &self.ndr_limited_by), ("PDR", &self.pdr_mpps, &self.pdr_limited_by)]
+        {
+            let Some(rate) = rate else { continue };
+            if rate.values.len() != repetitions || limited.len() != repetitions {
+                return Err(format!("{what}: {} values for {repetitions} repetitions", rate.values.len()));
+            }
+            if let Some(v) = rate.values.iter().find(|v| !(0.0..=self.line_rate_mpps * (1.0 + 1e-9)).contains(*v)) {
+                return Err(format!("{what}: {v} Mpps is not between 0 and the line rate {}", self.line_rate_mpps));
+            }
+        }
+        if let (Some(ndr), Some(pdr)) = (&self.ndr_mpps, &self.pdr_mpps) {
+            // A trial that lost nothing passes both goals, so the PDR search can only go higher.
+            if ndr.values.iter().zip(&pdr.values).any(|(n, p)| n > p) {
+                return Err(format!("NDR {:?} above PDR {:?} Mpps", ndr.values, pdr.values));
+            }
+        }
         let f = &self.forwarded_at_line_rate_mpps;
         if f.values.len() != repetitions || f.values.iter().any(|v| !v.is_finite() || *v < 0.0) {
             return Err(format!("forwarded at line rate: {:?} for {repetitions} repetitions", f.values));
@@ -245,11 +286,18 @@ mod tests {
                 p99_ns: Spread::of(&[1500.0]),
                 p999_ns: Spread::of(&[3000.0]),
                 max_ns: Spread::of(&[9000.0]),
+                outside_host_stalls: None,
             }],
             instructions_per_packet: Some(Spread::of(ipp)),
             estimated_cycles_per_packet: Some(Spread::of(&ipp.iter().map(|v| v * 1.5).collect::<Vec<_>>())),
             saturated: Some(true),
             searches: vec![],
+            ndr_mpps: Some(Spread::of(&[20.0, 1.0])),
+            pdr_mpps: Some(Spread::of(&[21.0, 1.0])),
+            ndr_limited_by: vec!["driver".into(), "host".into()],
+            pdr_limited_by: vec!["driver".into(); 2],
+            ndr_set_aside: vec![vec![], vec![SetAside { rate_pps: 2e6, reason: "host".into() }]],
+            pdr_set_aside: vec![vec![]; 2],
         }
     }
 
@@ -319,5 +367,9 @@ mod tests {
         disordered.latency[0].p99_ns = Spread::of(&[800.0]);
         let e = results(vec![disordered, row("c-gcc", &[1.0, 1.0])]).validate(&drivers, &models).unwrap_err();
         assert!(e.contains("latency at 10%: percentiles out of order"), "{e}");
+        let mut inverted = row("rust", &[41.0, 41.5]);
+        inverted.pdr_mpps = Some(Spread::of(&[19.0, 1.0]));
+        let e = results(vec![inverted, row("c-gcc", &[1.0, 1.0])]).validate(&drivers, &models).unwrap_err();
+        assert!(e.contains("NDR [20.0, 1.0] above PDR [19.0, 1.0]"), "{e}");
     }
 }

@@ -21,7 +21,7 @@ pub struct Search {
 }
 
 /// What one trial measured: every count over both directions.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Trial {
     /// The rate asked for, frames per second over both directions.
     pub rate_pps: f64,
@@ -35,6 +35,18 @@ pub struct Trial {
     /// the slots back in time) and those the full packet buffer missed.
     pub no_descriptor: u64,
     pub missed: u64,
+    /// Of the frames lost, those nicsim dropped while a receive tail stood still for longer
+    /// than a stall (`nicsim::port::TAIL_STALL_NS`), and those among them whose stall a host
+    /// stall covered (`crate::attribution`): lost to the host, not the driver.
+    #[serde(default)]
+    pub tail_stall_drops: u64,
+    #[serde(default)]
+    pub host_stall_drops: u64,
+    /// Host stalls seen during the trial, and the longest (µs).
+    #[serde(default)]
+    pub host_stalls: u32,
+    #[serde(default)]
+    pub longest_host_stall_us: f64,
 }
 
 impl Trial {
@@ -51,6 +63,26 @@ impl Trial {
     /// Whether the driver forwarded what it was offered, within `tolerance` (a fraction).
     pub fn passed(&self, tolerance: f64) -> bool {
         self.offered > 0 && self.lost() as f64 <= tolerance * self.offered as f64
+    }
+
+    /// Whether the trial failed `tolerance` only because of the host: without the frames lost
+    /// in tail stalls that host stalls covered, it would have passed.
+    pub fn failed_by_host(&self, tolerance: f64) -> bool {
+        !self.passed(tolerance)
+            && self.host_stall_drops > 0
+            && self.lost().saturating_sub(self.host_stall_drops) as f64 <= tolerance * self.offered as f64
+    }
+
+    /// Why a goal set this trial aside, in words.
+    pub fn set_aside_reason(&self) -> String {
+        format!(
+            "{} of {} frames lost, all but {} in receive-tail stalls that host stalls covered ({} host stalls, the longest {:.0} µs)",
+            self.lost(),
+            self.offered,
+            self.lost() - self.host_stall_drops.min(self.lost()),
+            self.host_stalls,
+            self.longest_host_stall_us
+        )
     }
 }
 
@@ -71,27 +103,53 @@ pub fn until_nicsim_keeps_up(mut trial: impl FnMut() -> Result<Trial, String>) -
     }
 }
 
-/// The outcome of a search.
+/// A trial a goal set aside: the host, not the driver, lost its frames.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SetAside {
+    pub rate_pps: f64,
+    pub reason: String,
+}
+
+/// The outcome of a search for one goal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Found {
     /// The highest rate that passed, in frames per second over both directions (0 if none).
     pub rate_pps: f64,
     /// The line rate of both directions at this frame size.
     pub line_rate_pps: f64,
-    /// Trials run, repeats included.
+    /// Trials run, repeats included (of every goal searched together).
     pub trials: usize,
     /// Rates at which nicsim fell behind in every try, so that the trial could not tell
     /// whether the driver would have passed; they count as failed, and the figure is then a
     /// lower bound set by nicsim.
     pub nicsim_limited_at: Vec<f64>,
+    /// Trials this goal set aside as host stalls, and rates at which it set aside every try
+    /// (they count as failed, and the figure is then a lower bound set by the host).
+    #[serde(default)]
+    pub set_aside: Vec<SetAside>,
+    #[serde(default)]
+    pub host_limited_at: Vec<f64>,
     /// Every trial, in the order run.
     pub log: Vec<Trial>,
 }
 
 impl Found {
+    fn new(line_rate_pps: f64) -> Found {
+        Found {
+            rate_pps: 0.0,
+            line_rate_pps,
+            trials: 0,
+            nicsim_limited_at: vec![],
+            set_aside: vec![],
+            host_limited_at: vec![],
+            log: vec![],
+        }
+    }
+
     /// What set the figure: `line rate` if it passed; else the lowest rate that failed above
     /// the figure, `nicsim` if nicsim fell behind there in every try (the figure is then a lower
-    /// bound), `driver` if frames were lost there.
+    /// bound), `host` if the host lost the frames of every try there, `driver` if the driver
+    /// lost them.
     pub fn limited_by(&self) -> &'static str {
         if self.rate_pps >= self.line_rate_pps {
             return "line rate";
@@ -100,9 +158,44 @@ impl Found {
             self.log.iter().map(|t| t.rate_pps).filter(|r| *r > self.rate_pps).fold(f64::INFINITY, f64::min);
         if self.nicsim_limited_at.contains(&lowest_failed) {
             "nicsim"
+        } else if self.host_limited_at.contains(&lowest_failed) {
+            "host"
         } else {
             "driver"
         }
+    }
+}
+
+/// What a search looks for: the highest rate that loses at most `loss_tolerance` of the
+/// frames offered, and whether trials the host failed are set aside and run again.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Goal {
+    pub loss_tolerance: f64,
+    pub sets_aside_host_stalls: bool,
+}
+
+/// FD.io CSIT's two goals (its MLRsearch): the non-drop rate, no frame lost, and the partial
+/// drop rate, at most 0.5 % lost; both with the trials the host failed set aside.
+pub const NDR: Goal = Goal { loss_tolerance: 0.0, sets_aside_host_stalls: true };
+pub const PDR: Goal = Goal { loss_tolerance: 0.005, sets_aside_host_stalls: true };
+
+/// Tries one rate may take in all: nicsim's repeats and the set-aside ones together.
+const TRIES_PER_RATE: usize = 2 * TRIES;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Verdict {
+    Pass,
+    Fail,
+    SetAside,
+}
+
+fn verdict(goal: &Goal, t: &Trial) -> Verdict {
+    if t.passed(goal.loss_tolerance) {
+        Verdict::Pass
+    } else if goal.sets_aside_host_stalls && t.failed_by_host(goal.loss_tolerance) {
+        Verdict::SetAside
+    } else {
+        Verdict::Fail
     }
 }
 
@@ -111,35 +204,92 @@ impl Found {
 pub fn throughput(
     line_rate_pps: f64,
     search: &Search,
-    mut trial: impl FnMut(f64) -> Result<Trial, String>,
+    trial: impl FnMut(f64) -> Result<Trial, String>,
 ) -> Result<Found, String> {
-    let mut found = Found { rate_pps: 0.0, line_rate_pps, trials: 0, nicsim_limited_at: vec![], log: vec![] };
-    let mut passes = |rate: f64, found: &mut Found| -> Result<bool, String> {
-        let tries = until_nicsim_keeps_up(|| trial(rate))?;
-        found.trials += tries.len();
-        found.log.extend_from_slice(&tries);
-        let last = tries[tries.len() - 1];
-        if last.nicsim_fell_behind() {
-            found.nicsim_limited_at.push(rate);
-            return Ok(false);
-        }
-        Ok(last.passed(search.loss_tolerance))
-    };
-    if passes(line_rate_pps, &mut found)? {
-        found.rate_pps = line_rate_pps;
-        return Ok(found);
-    }
-    let (mut low, mut high) = (0.0, line_rate_pps);
+    let goal = Goal { loss_tolerance: search.loss_tolerance, sets_aside_host_stalls: false };
+    let mut found = searches(line_rate_pps, search, &[goal], trial)?;
+    Ok(found.remove(0))
+}
+
+/// [`throughput`] for several goals at once, as MLRsearch does: every trial counts for each
+/// goal whose interval it falls in, and the next rate halves the widest interval left. A
+/// trial in which nicsim fell behind is run again for all; one a goal sets aside is run again
+/// for it (up to [`TRIES_PER_RATE`] tries per rate); a goal that keeps no verdict at a rate
+/// counts it as failed there, limited by nicsim or the host.
+pub fn searches(
+    line_rate_pps: f64,
+    search: &Search,
+    goals: &[Goal],
+    mut trial: impl FnMut(f64) -> Result<Trial, String>,
+) -> Result<Vec<Found>, String> {
+    let mut found: Vec<Found> = goals.iter().map(|_| Found::new(line_rate_pps)).collect();
+    // Each goal's interval: the highest rate passed, and the lowest failed (above the line
+    // rate until the line rate was tried).
+    let mut bounds: Vec<(f64, f64)> = goals.iter().map(|_| (0.0, f64::INFINITY)).collect();
     let step = (search.resolution * line_rate_pps).max(1.0);
-    while high - low > step {
-        let mid = (low + high) / 2.0;
-        if passes(mid, &mut found)? {
-            low = mid;
-        } else {
-            high = mid;
+    let mut log = Vec::new();
+    let mut rate = line_rate_pps;
+    loop {
+        let open: Vec<usize> = (0..goals.len()).filter(|&g| bounds[g].0 < rate && rate < bounds[g].1).collect();
+        let mut verdicts: Vec<Option<Verdict>> = goals.iter().map(|_| None).collect();
+        let (mut behind, mut nicsim_every_try) = (0, true);
+        for _ in 0..TRIES_PER_RATE {
+            let t = trial(rate)?;
+            log.push(t);
+            if t.nicsim_fell_behind() {
+                behind += 1;
+                if behind == TRIES {
+                    break;
+                }
+                continue;
+            }
+            nicsim_every_try = false;
+            for &g in &open {
+                if verdicts[g].is_some() {
+                    continue;
+                }
+                match verdict(&goals[g], &t) {
+                    Verdict::SetAside => {
+                        found[g].set_aside.push(SetAside { rate_pps: rate, reason: t.set_aside_reason() })
+                    }
+                    v => verdicts[g] = Some(v),
+                }
+            }
+            if open.iter().all(|&g| verdicts[g].is_some()) {
+                break;
+            }
         }
+        for &g in &open {
+            let passed = match verdicts[g] {
+                Some(v) => v == Verdict::Pass,
+                None if nicsim_every_try => {
+                    found[g].nicsim_limited_at.push(rate);
+                    false
+                }
+                None => {
+                    found[g].host_limited_at.push(rate);
+                    false
+                }
+            };
+            if passed {
+                bounds[g].0 = rate;
+            } else {
+                bounds[g].1 = rate;
+            }
+        }
+        // The widest interval left: an untried line rate first, then halving.
+        let widest = (0..goals.len())
+            .map(|g| (g, bounds[g].1.min(line_rate_pps * 2.0) - bounds[g].0))
+            .filter(|&(g, w)| w > step && bounds[g].0 < line_rate_pps)
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let Some((g, _)) = widest else { break };
+        rate = (bounds[g].0 + bounds[g].1) / 2.0;
     }
-    found.rate_pps = low;
+    for (f, (low, _)) in found.iter_mut().zip(bounds) {
+        f.rate_pps = low;
+        f.trials = log.len();
+        f.log = log.clone();
+    }
     Ok(found)
 }
 
@@ -147,7 +297,8 @@ pub fn throughput(
 pub const LOAD_PERCENTS: [u32; 10] = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100];
 
 /// Latency at one load: nanoseconds from the generator to the sink in nicsim (on the wire,
-/// through the driver, back on the wire), of the slower direction at each percentile.
+/// through the driver, back on the wire), of the slower direction at each percentile; of all
+/// frames, and of those not in flight during a host stall.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadLatency {
     /// The load, in percent of the throughput found.
@@ -157,19 +308,44 @@ pub struct LoadLatency {
     pub p99_ns: u64,
     pub p999_ns: u64,
     pub max_ns: u64,
+    #[serde(default)]
+    pub outside_host_stalls: Option<Percentiles>,
 }
 
-impl LoadLatency {
-    /// From each direction's summary, the slower one's at each percentile.
-    pub fn of(percent: u32, trial: Trial, directions: &[LatencySummary]) -> LoadLatency {
+/// The percentiles a latency figure gives, in ns.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
+impl Percentiles {
+    /// The slower direction's at each percentile.
+    fn worst(directions: &[LatencySummary]) -> Percentiles {
         let worst = |f: fn(&LatencySummary) -> u64| directions.iter().map(f).max().unwrap_or(0);
-        LoadLatency {
-            percent,
-            trial,
+        Percentiles {
             p50_ns: worst(|d| d.p50),
             p99_ns: worst(|d| d.p99),
             p999_ns: worst(|d| d.p999),
             max_ns: worst(|d| d.max),
+        }
+    }
+}
+
+impl LoadLatency {
+    /// From each direction's summaries of all frames and of those outside host stalls.
+    pub fn of(percent: u32, trial: Trial, all: &[LatencySummary], outside: &[LatencySummary]) -> LoadLatency {
+        let p = Percentiles::worst(all);
+        LoadLatency {
+            percent,
+            trial,
+            p50_ns: p.p50_ns,
+            p99_ns: p.p99_ns,
+            p999_ns: p.p999_ns,
+            max_ns: p.max_ns,
+            outside_host_stalls: Some(Percentiles::worst(outside)),
         }
     }
 }
@@ -189,7 +365,7 @@ mod tests {
         move |rate| {
             let offered = (rate * 0.1) as u64;
             let received = (capacity.min(rate) * 0.1) as u64;
-            Ok(Trial { rate_pps: rate, offered, received, skipped: 0, no_descriptor: offered - received, missed: 0 })
+            Ok(Trial { rate_pps: rate, offered, received, no_descriptor: offered - received, ..Trial::default() })
         }
     }
 
@@ -215,7 +391,7 @@ mod tests {
     #[test]
     fn loss_within_the_tolerance_passes() {
         let lossy = |rate: f64| {
-            Ok(Trial { rate_pps: rate, offered: 1000, received: 999, skipped: 0, no_descriptor: 1, missed: 0 })
+            Ok(Trial { rate_pps: rate, offered: 1000, received: 999, no_descriptor: 1, ..Trial::default() })
         };
         assert_eq!(throughput(LINE, &search(), lossy).unwrap().rate_pps, 0.0, "zero loss: no rate passes");
         let tolerant = Search { loss_tolerance: 0.001, ..search() };
@@ -236,8 +412,7 @@ mod tests {
                 offered: 100,
                 received: 100,
                 skipped: if behind { 2 } else { 1 },
-                no_descriptor: 0,
-                missed: 0,
+                ..Trial::default()
             })
         })
         .unwrap();
@@ -254,5 +429,81 @@ mod tests {
             } else {
                 1
             }));
+    }
+
+    const GOALS: [Goal; 3] = [Goal { loss_tolerance: 0.0, sets_aside_host_stalls: false }, NDR, PDR];
+
+    /// A driver that forwards up to `capacity` and loses `leak` (a fraction) above `leaky`,
+    /// on a host whose stalls drop `host_drops` frames in the trials `stalled` picks (by rate
+    /// and try at that rate).
+    fn trial_on_host(
+        capacity: f64,
+        leak: (f64, f64),
+        host_drops: u64,
+        mut stalled: impl FnMut(f64, usize) -> bool,
+    ) -> impl FnMut(f64) -> Result<Trial, String> {
+        let mut tries = std::collections::HashMap::<u64, usize>::new();
+        move |rate| {
+            let n = tries.entry(rate as u64).or_default();
+            *n += 1;
+            let offered = (rate * 0.1) as u64;
+            let mut lost = ((rate - capacity).max(0.0) * 0.1) as u64;
+            if rate > leak.0 {
+                lost += (offered as f64 * leak.1) as u64;
+            }
+            let host = if stalled(rate, *n) { host_drops } else { 0 };
+            Ok(Trial {
+                rate_pps: rate,
+                offered,
+                received: offered - lost - host,
+                no_descriptor: lost + host,
+                tail_stall_drops: host,
+                host_stall_drops: host,
+                host_stalls: u32::from(host > 0),
+                longest_host_stall_us: if host > 0 { 2000.0 } else { 0.0 },
+                ..Trial::default()
+            })
+        }
+    }
+
+    #[test]
+    fn one_search_finds_every_goal_and_a_host_stall_fails_only_the_count_with_nothing_set_aside() {
+        // A driver good for 20 Mpps; the host drops 3 000 frames in the first try at every rate.
+        let f = searches(LINE, &search(), &GOALS, trial_on_host(20e6, (LINE, 0.0), 3000, |_, n| n == 1)).unwrap();
+        let (raw, ndr, pdr) = (&f[0], &f[1], &f[2]);
+        assert_eq!(raw.rate_pps, 0.0, "every first try lost frames: {raw:?}");
+        assert!(ndr.rate_pps <= 20e6 && 20e6 - ndr.rate_pps <= 0.01 * LINE, "{ndr:?}");
+        assert!(pdr.rate_pps >= ndr.rate_pps);
+        assert_eq!(ndr.limited_by(), "driver");
+        assert!(!ndr.set_aside.is_empty() && raw.set_aside.is_empty());
+        assert!(ndr.set_aside[0].reason.contains("3000 of"), "{:?}", ndr.set_aside[0]);
+        // The goals shared their trials: one log, and fewer trials than three searches.
+        assert_eq!(raw.log, ndr.log);
+        assert!(raw.trials < 3 * 16, "{}", raw.trials);
+    }
+
+    #[test]
+    fn a_rate_the_host_fails_in_every_try_limits_the_figure_as_the_hosts() {
+        let f = searches(LINE, &search(), &GOALS, trial_on_host(LINE, (LINE, 0.0), 3000, |r, _| r > 10e6)).unwrap();
+        let ndr = &f[1];
+        assert!(ndr.rate_pps <= 10e6 && 10e6 - ndr.rate_pps <= 0.01 * LINE, "{ndr:?}");
+        assert_eq!(ndr.limited_by(), "host");
+        assert!(ndr.host_limited_at.iter().all(|r| *r > 10e6) && !ndr.host_limited_at.is_empty());
+        // Every set-aside rate took all its tries.
+        assert_eq!(ndr.log.iter().filter(|t| t.rate_pps == LINE).count(), TRIES_PER_RATE);
+    }
+
+    #[test]
+    fn the_pdr_passes_a_small_loss_that_the_ndr_does_not() {
+        // 0.3 % lost above 15 Mpps, the rest forwarded up to 25 Mpps; no host stall.
+        let f = searches(LINE, &search(), &GOALS, trial_on_host(25e6, (15e6, 0.003), 0, |_, _| false)).unwrap();
+        let (ndr, pdr) = (&f[1], &f[2]);
+        assert!(ndr.rate_pps <= 15e6 && 15e6 - ndr.rate_pps <= 0.01 * LINE, "{ndr:?}");
+        // At 25 Mpps and a little above, 0.3 % + the overload is still within 0.5 %.
+        assert!(pdr.rate_pps >= 25e6 - 0.01 * LINE && pdr.rate_pps <= 25.2e6, "{pdr:?}");
+        assert!(ndr.set_aside.is_empty() && pdr.set_aside.is_empty());
+        // Driver losses are never set aside, even with a host stall elsewhere in the trial.
+        let t = Trial { offered: 1000, received: 990, host_stall_drops: 5, ..Trial::default() };
+        assert!(!t.failed_by_host(0.0) && t.failed_by_host(0.005));
     }
 }

@@ -204,12 +204,26 @@ fn ratios(o: &Options, all: &[Measured]) -> Vec<Ratio> {
             let per_rep = |f: fn(&Instructions) -> f64| -> Vec<f64> {
                 s.instructions.iter().zip(&b.instructions).map(|(x, y)| f(x) / f(y)).collect()
             };
+            // Throughput at 64 bytes, per repetition in which the baseline's was not zero.
+            let rate_ratio = |f: fn(&Rfc2544) -> f64| -> Option<Spread> {
+                let v: Vec<f64> = s
+                    .rfc2544
+                    .iter()
+                    .zip(&b.rfc2544)
+                    .filter_map(|(x, y)| Some((f(x.first()?), f(y.first()?))))
+                    .filter(|(_, y)| *y > 0.0)
+                    .map(|(x, y)| x / y)
+                    .collect();
+                spread_of(&v, |r| *r)
+            };
             out.push(Ratio {
                 model: mode.clone(),
                 driver: subject.to_string(),
                 baseline: base.name.clone(),
                 instructions: Spread::of(&per_rep(Instructions::per_packet)),
                 estimated_cycles: Spread::of(&per_rep(Instructions::cycles_per_packet)),
+                ndr: rate_ratio(|r| r.ndr.rate_pps),
+                pdr: rate_ratio(|r| r.pdr.rate_pps),
             });
         }
     }
@@ -255,6 +269,12 @@ fn rows(p: &Profile, m: &Measured) -> Vec<Row> {
                 estimated_cycles_per_packet: spread_of(callgrind, Instructions::cycles_per_packet),
                 saturated: (!callgrind.is_empty()).then(|| callgrind.iter().all(|i| i.saturated)),
                 searches: at.iter().map(|r| r.found.clone()).collect(),
+                ndr_mpps: spread_of(&at, |r| r.ndr.rate_pps / 1e6),
+                pdr_mpps: spread_of(&at, |r| r.pdr.rate_pps / 1e6),
+                ndr_limited_by: at.iter().map(|r| r.ndr.limited_by().to_string()).collect(),
+                pdr_limited_by: at.iter().map(|r| r.pdr.limited_by().to_string()).collect(),
+                ndr_set_aside: at.iter().map(|r| r.ndr.set_aside.clone()).collect(),
+                pdr_set_aside: at.iter().map(|r| r.pdr.set_aside.clone()).collect(),
             }
         })
         .collect()
@@ -274,9 +294,17 @@ fn latency_steps(at: &[&Rfc2544]) -> Vec<LatencyStep> {
                 p99_ns: ns(|l| l.p99_ns)?,
                 p999_ns: ns(|l| l.p999_ns)?,
                 max_ns: ns(|l| l.max_ns)?,
+                outside_host_stalls: outside_host_stalls(&steps),
             })
         })
         .collect()
+}
+
+/// p50, p99, p99.9 and max of the frames outside host stalls, if every step has them.
+fn outside_host_stalls(steps: &[&bench::rfc2544::LoadLatency]) -> Option<[Spread; 4]> {
+    let all: Vec<_> = steps.iter().map(|l| l.outside_host_stalls).collect::<Option<_>>()?;
+    let ns = |f: fn(&bench::rfc2544::Percentiles) -> u64| spread_of(&all, |p| f(p) as f64);
+    Some([ns(|p| p.p50_ns)?, ns(|p| p.p99_ns)?, ns(|p| p.p999_ns)?, ns(|p| p.max_ns)?])
 }
 
 fn results(o: &Options, all: &[Measured], ceiling: &[f64], host_stalls: HostStalls) -> Results {

@@ -182,12 +182,19 @@ mod tests {
                     p99_ns: one(2000.0 + 100.0 * f64::from(k)),
                     p999_ns: one(5000.0),
                     max_ns: one(9000.0),
+                    outside_host_stalls: None,
                 })
                 .collect(),
             instructions_per_packet: Some(one(instructions)),
             estimated_cycles_per_packet: Some(one(instructions * 1.2)),
             saturated: Some(true),
             searches: vec![],
+            ndr_mpps: None,
+            pdr_mpps: None,
+            ndr_limited_by: vec![],
+            pdr_limited_by: vec![],
+            ndr_set_aside: vec![],
+            pdr_set_aside: vec![],
         }
     }
 
