@@ -106,12 +106,14 @@ pub fn measure(cpus: &[usize], seconds: f64) -> Result<Vec<CoreStalls>, String> 
     threads.into_iter().map(|t| t.join().map_err(|_| "a host-stall recorder panicked".to_string())?).collect()
 }
 
-/// A time the host held a core, in CLOCK_MONOTONIC ns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A time the host (the kernel, another task, or the hypervisor) held a core, in
+/// CLOCK_MONOTONIC ns, and what held it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostWindow {
     pub cpu: usize,
     pub start_ns: u64,
     pub end_ns: u64,
+    pub cause: String,
 }
 
 #[cfg(test)]

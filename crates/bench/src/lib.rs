@@ -25,6 +25,7 @@ pub mod callgrind;
 pub mod chaos;
 pub mod host;
 pub mod isolation;
+pub mod kernel_trace;
 pub mod l2fwd;
 pub mod results;
 pub mod rfc2544;
@@ -216,35 +217,43 @@ pub fn rfc2544(driver: &Driver, mode: &str, frame_sizes: &[usize], search: &Sear
     let mut child = session.spawn(&[], driver, mode)?;
     session.wait_ready(&mut child, Duration::from_secs(30))?;
     let gbps = session.sim.info()?.link_gbps;
-    let measured = frame_sizes.iter().map(|&size| session.rfc2544_at(size, gbps, search)).collect();
+    let trace = kernel_trace::CoreTrace::start(DRIVER_CPU)?;
+    let watched = Watched { pid: child.id(), trace, last_windows: Default::default() };
+    let measured = frame_sizes.iter().map(|&size| session.rfc2544_at(size, gbps, search, &watched)).collect();
     terminate(child, Duration::from_secs(10))?;
     measured
 }
 
 impl Harness {
-    fn rfc2544_at(&self, frame_size: usize, gbps: f64, search: &Search) -> Result<Rfc2544, String> {
+    fn rfc2544_at(&self, frame_size: usize, gbps: f64, search: &Search, w: &Watched) -> Result<Rfc2544, String> {
         let line = 2.0 * line_rate_pps(frame_size - FCS, gbps);
         let zero_loss = rfc2544::Goal { loss_tolerance: search.loss_tolerance, sets_aside_host_stalls: false };
         let goals = [zero_loss, rfc2544::NDR, rfc2544::PDR];
         let mut found =
-            rfc2544::searches(line, search, &goals, |rate| self.trial(rate, frame_size, search.trial_seconds))?;
+            rfc2544::searches(line, search, &goals, |rate| self.trial(rate, frame_size, search.trial_seconds, w))?;
         let (pdr, ndr, found) = (found.remove(2), found.remove(1), found.remove(0));
         let mut latency = Vec::new();
         for percent in rfc2544::LOAD_PERCENTS.into_iter().filter(|_| ndr.rate_pps > 0.0) {
             let rate = ndr.rate_pps * f64::from(percent) / 100.0;
-            let tries = rfc2544::until_nicsim_keeps_up(|| self.trial(rate, frame_size, search.trial_seconds))?;
+            let tries = rfc2544::until_nicsim_keeps_up(|| self.trial(rate, frame_size, search.trial_seconds, w))?;
             // The latency histograms are those of the last trial (each starts from zero).
-            let ports = self.stats()?.ports;
-            let all: Vec<_> = ports.iter().map(|p| p.latency_ns.clone()).collect();
-            let outside: Vec<_> = ports.iter().map(|p| p.latency_outside_host_stalls_ns.clone()).collect();
-            latency.push(LoadLatency::of(percent, tries[tries.len() - 1], &all, &outside));
+            let stats = self.stats()?;
+            let all: Vec<_> = stats.ports.iter().map(|p| p.latency_ns.clone()).collect();
+            let windows = w.last_windows.borrow();
+            let outside: Option<Vec<_>> = stats
+                .ports
+                .iter()
+                .map(|p| attribution::latency_outside(p, stats.monotonic_start_ns, &windows))
+                .collect();
+            let outside = outside.map(|o| rfc2544::Percentiles::worst(&o));
+            latency.push(LoadLatency::of(percent, tries[tries.len() - 1].clone(), &all, outside));
         }
         Ok(Rfc2544 { frame_size, found, ndr, pdr, latency })
     }
 
     /// One trial: `rate_pps` (both directions) of `frame_size`-byte frames for `seconds`,
     /// counted from zero, until every frame has come out or is lost for good.
-    fn trial(&self, rate_pps: f64, frame_size: usize, seconds: f64) -> Result<Trial, String> {
+    fn trial(&self, rate_pps: f64, frame_size: usize, seconds: f64, w: &Watched) -> Result<Trial, String> {
         self.sim.reset_counters()?;
         let spec = TrafficSpec {
             rate_pps: Some(rate_pps / 2.0),
@@ -252,21 +261,23 @@ impl Harness {
             duration_ms: Some(((seconds * 1e3).round() as u64).max(1)),
             ..TrafficSpec::default()
         };
-        let last = self.run_trial(spec, seconds)?;
-        // The host stalls of the trial: those of nicsim's core, which the engine's own loop
-        // records (docs/results.md says why the driver's core has no watcher during a trial).
-        let windows: Vec<host::HostWindow> = last
-            .late_doorbells
-            .stalls
-            .iter()
-            .map(|&(start, end)| host::HostWindow {
-                cpu: NICSIM_CPU,
-                start_ns: last.monotonic_start_ns + start,
-                end_ns: last.monotonic_start_ns + end,
-            })
-            .collect();
+        // The driver's core is watched through the kernel's trace events, nicsim's by its
+        // engine's own loop (docs/results.md).
+        w.trace.begin()?;
+        let counted = self.run_trial(spec, seconds);
+        let mut windows = w.trace.end(&threads_of(w.pid))?;
+        let last = counted?;
+        windows.extend(last.late_doorbells.stalls.iter().map(|&(start, end)| host::HostWindow {
+            cpu: NICSIM_CPU,
+            start_ns: last.monotonic_start_ns + start,
+            end_ns: last.monotonic_start_ns + end,
+            cause: "nicsim's core held".into(),
+        }));
         let sum = |f: fn(&PortStats) -> u64| last.ports.iter().map(f).sum::<u64>();
         let blame = attribution::attribute(&last, &windows);
+        let longest_us = windows.iter().map(|w| w.end_ns - w.start_ns).max().unwrap_or(0) as f64 / 1e3;
+        let count = windows.len() as u32;
+        *w.last_windows.borrow_mut() = windows;
         Ok(Trial {
             rate_pps,
             offered: sum(|p| p.generated),
@@ -276,8 +287,9 @@ impl Harness {
             missed: sum(|p| p.device.mpc),
             tail_stall_drops: blame.tail_stall_drops,
             host_stall_drops: blame.host_stall_drops,
-            host_stalls: windows.len() as u32,
-            longest_host_stall_us: windows.iter().map(|w| w.end_ns - w.start_ns).max().unwrap_or(0) as f64 / 1e3,
+            host_stalls: count,
+            host_stall_causes: blame.causes,
+            longest_host_stall_us: longest_us,
         })
     }
 
@@ -302,6 +314,21 @@ impl Harness {
             }
         }
     }
+}
+
+/// The driver under measure: its process, and the trace of its core.
+struct Watched {
+    pid: u32,
+    trace: kernel_trace::CoreTrace,
+    /// The host stalls of the last trial.
+    last_windows: std::cell::RefCell<Vec<host::HostWindow>>,
+}
+
+/// The threads of process `pid` (just the process if they cannot be listed).
+fn threads_of(pid: u32) -> Vec<u32> {
+    let listed = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect::<Vec<u32>>());
+    listed.ok().filter(|t| !t.is_empty()).unwrap_or_else(|| vec![pid])
 }
 
 /// Bytes of the frame check sequence, which RFC 2544's frame sizes include and nicsim's

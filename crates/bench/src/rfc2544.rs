@@ -21,7 +21,7 @@ pub struct Search {
 }
 
 /// What one trial measured: every count over both directions.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Trial {
     /// The rate asked for, frames per second over both directions.
     pub rate_pps: f64,
@@ -47,6 +47,10 @@ pub struct Trial {
     pub host_stalls: u32,
     #[serde(default)]
     pub longest_host_stall_us: f64,
+    /// What held the core in the host stalls that covered tail stalls with drops (the longest
+    /// first), e.g. `softirq RCU` or `nicsim's core held`.
+    #[serde(default)]
+    pub host_stall_causes: Vec<String>,
 }
 
 impl Trial {
@@ -76,12 +80,13 @@ impl Trial {
     /// Why a goal set this trial aside, in words.
     pub fn set_aside_reason(&self) -> String {
         format!(
-            "{} of {} frames lost, all but {} in receive-tail stalls that host stalls covered ({} host stalls, the longest {:.0} µs)",
+            "{} of {} frames lost, all but {} in receive-tail stalls that host stalls covered ({} host stalls, the longest {:.0} µs; {})",
             self.lost(),
             self.offered,
             self.lost() - self.host_stall_drops.min(self.lost()),
             self.host_stalls,
-            self.longest_host_stall_us
+            self.longest_host_stall_us,
+            self.host_stall_causes.join("; ")
         )
     }
 }
@@ -96,8 +101,9 @@ pub fn until_nicsim_keeps_up(mut trial: impl FnMut() -> Result<Trial, String>) -
     let mut tries = Vec::with_capacity(TRIES);
     loop {
         let t = trial()?;
+        let behind = t.nicsim_fell_behind();
         tries.push(t);
-        if !t.nicsim_fell_behind() || tries.len() == TRIES {
+        if !behind || tries.len() == TRIES {
             return Ok(tries);
         }
     }
@@ -235,7 +241,7 @@ pub fn searches(
         let (mut behind, mut nicsim_every_try) = (0, true);
         for _ in 0..TRIES_PER_RATE {
             let t = trial(rate)?;
-            log.push(t);
+            log.push(t.clone());
             if t.nicsim_fell_behind() {
                 behind += 1;
                 if behind == TRIES {
@@ -323,21 +329,26 @@ pub struct Percentiles {
 
 impl Percentiles {
     /// The slower direction's at each percentile.
-    fn worst(directions: &[LatencySummary]) -> Percentiles {
-        let worst = |f: fn(&LatencySummary) -> u64| directions.iter().map(f).max().unwrap_or(0);
+    pub fn worst(directions: &[Percentiles]) -> Percentiles {
+        let worst = |f: fn(&Percentiles) -> u64| directions.iter().map(f).max().unwrap_or(0);
         Percentiles {
-            p50_ns: worst(|d| d.p50),
-            p99_ns: worst(|d| d.p99),
-            p999_ns: worst(|d| d.p999),
-            max_ns: worst(|d| d.max),
+            p50_ns: worst(|d| d.p50_ns),
+            p99_ns: worst(|d| d.p99_ns),
+            p999_ns: worst(|d| d.p999_ns),
+            max_ns: worst(|d| d.max_ns),
         }
+    }
+
+    pub fn of(s: &LatencySummary) -> Percentiles {
+        Percentiles { p50_ns: s.p50, p99_ns: s.p99, p999_ns: s.p999, max_ns: s.max }
     }
 }
 
 impl LoadLatency {
-    /// From each direction's summaries of all frames and of those outside host stalls.
-    pub fn of(percent: u32, trial: Trial, all: &[LatencySummary], outside: &[LatencySummary]) -> LoadLatency {
-        let p = Percentiles::worst(all);
+    /// From each direction's summary of all frames, and the slower direction's percentiles
+    /// outside host stalls (if known).
+    pub fn of(percent: u32, trial: Trial, all: &[LatencySummary], outside: Option<Percentiles>) -> LoadLatency {
+        let p = Percentiles::worst(&all.iter().map(Percentiles::of).collect::<Vec<_>>());
         LoadLatency {
             percent,
             trial,
@@ -345,7 +356,7 @@ impl LoadLatency {
             p99_ns: p.p99_ns,
             p999_ns: p.p999_ns,
             max_ns: p.max_ns,
-            outside_host_stalls: Some(Percentiles::worst(outside)),
+            outside_host_stalls: outside,
         }
     }
 }

@@ -114,10 +114,12 @@ pub struct PortStats {
     /// Per generator stream (index = generating port) as seen by this port's sink.
     pub streams: Vec<(usize, StreamStats)>,
     pub latency_ns: LatencySummary,
-    /// The same, of the frames not in flight while the host held the engine's core (a doorbell
-    /// interval of `LateDoorbells::stall_threshold_ns` or more).
+    /// The frames that took `wire::SLOW_FRAME_NS` or longer, as (engine ns at the sink,
+    /// latency ns), the first 20 000 since the counters were reset, and how many more.
     #[serde(default)]
-    pub latency_outside_host_stalls_ns: LatencySummary,
+    pub slow_frames: Vec<(u64, u64)>,
+    #[serde(default)]
+    pub slow_frames_not_kept: u64,
     pub device: DeviceCounters,
     pub drops: Drops,
     pub dma_faults: u64,

@@ -82,6 +82,8 @@ pub struct Engine<D: DmaSpace> {
     late_count: u64,
     late_recent: VecDeque<(u64, u64)>,
     engine_stalls: VecDeque<(u64, u64)>,
+    /// The slow path's time since the last look at the doorbells.
+    own_work_ps: u64,
     monotonic_start_ns: u64,
     /// Device resets the slow path has checked for a second mapper: a reset may happen in
     /// the fast path's doorbell poll as well as in a sweep.
@@ -127,6 +129,7 @@ impl<D: DmaSpace> Engine<D> {
             late_count: 0,
             late_recent: VecDeque::with_capacity(LATE_DOORBELLS_KEPT),
             engine_stalls: VecDeque::new(),
+            own_work_ps: 0,
             monotonic_start_ns,
             resets_checked: 0,
             enables_checked: 0,
@@ -150,6 +153,7 @@ impl<D: DmaSpace> Engine<D> {
             if gap_ns > LATE_DOORBELL_NS {
                 self.note_late_doorbell(self.last_doorbell_ps / 1000, now_ps / 1000);
             }
+            self.own_work_ps = 0;
         }
         self.last_doorbell_ps = now_ps;
         let Engine { ports, wires, dma, batch, .. } = self;
@@ -286,13 +290,6 @@ impl<D: DmaSpace> Engine<D> {
         }
     }
 
-    /// Frames generated before engine time `end_ns` were in flight during a stall.
-    fn mark_sinks(&mut self, end_ns: u64) {
-        for w in self.wires.iter_mut() {
-            w.sink.host_stall_end_ns = w.sink.host_stall_end_ns.max(end_ns);
-        }
-    }
-
     /// Records a doorbell interval from `start_ns` to `end_ns` that came late.
     #[cold]
     fn note_late_doorbell(&mut self, start_ns: u64, end_ns: u64) {
@@ -301,13 +298,13 @@ impl<D: DmaSpace> Engine<D> {
             self.late_recent.pop_front();
         }
         self.late_recent.push_back((start_ns, end_ns));
-        if end_ns - start_ns >= ENGINE_STALL_NS {
+        // The slow path's own time in the interval is nicsim's, not the host's.
+        let start_ns = start_ns + self.own_work_ps / 1000;
+        if end_ns.saturating_sub(start_ns) >= ENGINE_STALL_NS {
             if self.engine_stalls.len() == ENGINE_STALLS_KEPT {
                 self.engine_stalls.pop_front();
             }
             self.engine_stalls.push_back((start_ns, end_ns));
-            // Its own core held is a host stall the engine sees for itself.
-            self.mark_sinks(end_ns);
         }
     }
 
@@ -353,7 +350,7 @@ impl<D: DmaSpace> Engine<D> {
     /// Runs until `stop` is set, answering `commands` from the slow path.
     pub fn run(&mut self, commands: &Receiver<Command>, stop: &AtomicBool) {
         while !stop.load(Ordering::Relaxed) {
-            let now = self.now_ps();
+            let mut now = self.now_ps();
             if now >= self.next_scan_ps {
                 self.scan();
                 if !self.busy() {
@@ -364,6 +361,10 @@ impl<D: DmaSpace> Engine<D> {
                     let answer = self.handle(cmd.request, now);
                     let _ = cmd.reply.send(answer);
                 }
+                // The iteration starts after the slow path, whose time the next doorbell
+                // interval holds: nicsim's own, not the host's.
+                let after = self.now_ps();
+                self.own_work_ps = after.saturating_sub(now);
                 self.next_scan_ps = now + SCAN_PERIOD_PS;
                 if !self.busy() {
                     // Nothing enabled: poll registers at 10 kHz without burning the core.
@@ -371,6 +372,7 @@ impl<D: DmaSpace> Engine<D> {
                     self.last_doorbell_ps = 0;
                     continue;
                 }
+                now = after;
             }
             self.step(now);
         }
@@ -566,8 +568,9 @@ impl<D: DmaSpace> Engine<D> {
                     .enumerate()
                     .filter(|(_, s)| s.received > 0 || s.lost > 0)
                     .collect(),
-                latency_ns: LatencySummary::of(&w.sink.latency_all()),
-                latency_outside_host_stalls_ns: LatencySummary::of(&w.sink.latency_ns),
+                latency_ns: LatencySummary::of(&w.sink.latency_ns),
+                slow_frames: w.sink.slow_frames.clone(),
+                slow_frames_not_kept: w.sink.slow_frames_not_kept,
                 device: p.counters.clone(),
                 drops: p.drops.clone(),
                 dma_faults: p.fault_count,

@@ -95,16 +95,6 @@ impl LatencyHistogram {
         }
     }
 
-    /// Adds every sample of `other`, as if each had been recorded here.
-    pub fn merge(&mut self, other: &LatencyHistogram) {
-        for (c, o) in self.counts.iter_mut().zip(&other.counts) {
-            *c += o;
-        }
-        self.sum += other.sum;
-        self.min = self.min.min(other.min);
-        self.max = self.max.max(other.max);
-    }
-
     /// The value below or at which a fraction `q` (0–1) of the samples lie: the upper bound of
     /// the bucket holding the ⌈q·n⌉-th smallest sample, never more than the maximum.
     pub fn value_at_quantile(&self, q: f64) -> u64 {
@@ -164,27 +154,6 @@ mod tests {
         }
         assert_eq!(h.max(), 7_000_000);
         assert_eq!(h.len(), 1_000_000);
-    }
-
-    #[test]
-    fn a_merge_is_the_histogram_of_both_sets_of_samples() {
-        let (mut a, mut b, mut both) = (LatencyHistogram::new(), LatencyHistogram::new(), LatencyHistogram::new());
-        for v in 1..=1000u64 {
-            if v % 3 == 0 {
-                a.record(v * 11)
-            } else {
-                b.record(v * 11)
-            }
-            both.record(v * 11);
-        }
-        a.merge(&b);
-        assert_eq!((a.len(), a.min(), a.max(), a.mean()), (both.len(), both.min(), both.max(), both.mean()));
-        for q in [0.5, 0.9, 0.999] {
-            assert_eq!(a.value_at_quantile(q), both.value_at_quantile(q));
-        }
-        let mut empty = LatencyHistogram::new();
-        empty.merge(&LatencyHistogram::new());
-        assert!(empty.is_empty());
     }
 
     #[test]

@@ -86,3 +86,15 @@ pub fn extend_directory(dir: &Path, extra: &[(String, std::path::PathBuf)]) -> R
     }
     Ok(())
 }
+
+/// Mounts the kernel's trace file system on `dst` (which must exist), for reading trace events.
+/// Every mount of it shows the same tracing instances; [`unmount`] takes this one away.
+pub fn mount_tracefs(dst: &Path) -> Result<(), PlatformError> {
+    rustix::mount::mount("nodev", dst, "tracefs", rustix::mount::MountFlags::empty(), None)
+        .map_err(|e| errno_error("mounting tracefs", format!("mount -t tracefs nodev {}", dst.display()), e.into()))
+}
+
+/// Detaches the mount on `dir`, if any.
+pub fn unmount(dir: &Path) {
+    let _ = rustix::mount::unmount(dir, rustix::mount::UnmountFlags::DETACH);
+}

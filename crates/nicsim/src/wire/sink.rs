@@ -32,14 +32,20 @@ pub struct Sink {
     /// Frames that were not nicsim generator frames.
     pub foreign: u64,
     pub streams: Vec<StreamStats>,
-    /// Generator-to-sink latency of the frames generated after the latest host stall's end,
-    /// and of the others: those in flight while the host held the engine's core (see
-    /// `Engine::note_late_doorbell`). [`Self::latency_all`] is both.
     pub latency_ns: LatencyHistogram,
-    pub latency_in_host_stalls_ns: LatencyHistogram,
-    /// Engine time at which the latest host stall ended.
-    pub host_stall_end_ns: u64,
+    /// The frames that took [`SLOW_FRAME_NS`] or longer, each as (engine time it reached the
+    /// sink, latency), the first [`SLOW_FRAMES_KEPT`]; and how many more there were. With
+    /// them, a client that learns of stalls afterwards can give the percentiles without the
+    /// frames in flight during one.
+    pub slow_frames: Vec<(u64, u64)>,
+    pub slow_frames_not_kept: u64,
 }
+
+/// A frame this slow is kept in [`Sink::slow_frames`]: a polling driver on a core of its own
+/// forwards in microseconds.
+pub const SLOW_FRAME_NS: u64 = 50_000;
+/// Slow frames kept per sink between two resets.
+pub const SLOW_FRAMES_KEPT: usize = 20_000;
 
 impl Default for Sink {
     fn default() -> Self {
@@ -55,16 +61,9 @@ impl Sink {
             foreign: 0,
             streams: vec![StreamStats::default(); MAX_STREAMS],
             latency_ns: LatencyHistogram::new(),
-            latency_in_host_stalls_ns: LatencyHistogram::new(),
-            host_stall_end_ns: 0,
+            slow_frames: Vec::new(),
+            slow_frames_not_kept: 0,
         }
-    }
-
-    /// Every frame's latency, in host stalls or not.
-    pub fn latency_all(&self) -> LatencyHistogram {
-        let mut all = self.latency_ns.clone();
-        all.merge(&self.latency_in_host_stalls_ns);
-        all
     }
 
     /// Accounts one frame whose last bit left the wire at `end_ps`.
@@ -110,15 +109,23 @@ impl Sink {
             s.lost = s.lost.saturating_sub(1);
         }
         let latency = (end_ps / 1000).saturating_sub(ts_ns).max(1);
-        if ts_ns >= self.host_stall_end_ns {
-            self.latency_ns.record(latency);
+        self.latency_ns.record(latency);
+        if latency >= SLOW_FRAME_NS {
+            self.slow(end_ps / 1000, latency);
+        }
+    }
+
+    #[cold]
+    fn slow(&mut self, end_ns: u64, latency: u64) {
+        if self.slow_frames.len() < SLOW_FRAMES_KEPT {
+            self.slow_frames.push((end_ns, latency));
         } else {
-            self.latency_in_host_stalls_ns.record(latency);
+            self.slow_frames_not_kept += 1;
         }
     }
 
     pub fn reset(&mut self) {
-        *self = Sink { host_stall_end_ns: self.host_stall_end_ns, ..Sink::new() };
+        *self = Sink::new();
     }
 }
 

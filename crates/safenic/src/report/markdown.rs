@@ -21,8 +21,8 @@ pub fn of(r: &Results) -> String {
     t += &host_stalls(r);
     t += "NDR and PDR (FD.io CSIT's non-drop rate, zero loss, and partial drop rate, at most 0.5 % lost): \
           the same search, with a trial set aside and run again when every frame it lost beyond the \
-          goal was dropped in a receive-tail stall that a stall of nicsim's core covered (the host took it; its \
-          engine's loop sees that as a late look at the doorbells, docs/results.md). \
+          goal was dropped in a receive-tail stall that a host stall covered: kernel work or another task on \
+          the driver's core, from the kernel's trace events, or a stall of nicsim's core (docs/results.md). \
           \"Zero loss, nothing set aside\" is RFC 2544's figure with every trial counted.\n\n";
     t += "| driver | model | NDR, Mpps (64 B) | PDR, Mpps | trials set aside (NDR, PDR) | zero loss, nothing set aside | limited by (NDR) | forwarded at line rate, Mpps | instructions/packet | estimated cycles/packet |\n";
     t += "|---|---|---|---|---|---|---|---|---|---|\n";
@@ -96,7 +96,7 @@ pub fn of(r: &Results) -> String {
     }
     t += "\nLatency with 64-byte frames, generator to sink in nicsim, of the slower direction, at 10% to \
           100% of each driver's own NDR; µs, median over repetitions; of every frame, and (after the \
-          slash) of the frames not in flight during a stall of nicsim's core:\n\n";
+          slash) of the frames not in flight during a host stall:\n\n";
     t += "| driver | model | load | Mpps | p50 | p99 | p99.9 | max |\n|---|---|---|---|---|---|---|---|\n";
     for row in r.rows.iter().filter(|row| row.frame_size == 64 && !row.searches.is_empty()) {
         if row.latency.is_empty() {
@@ -107,8 +107,17 @@ pub fn of(r: &Results) -> String {
             let cells: Vec<String> = (0..4)
                 .map(|k| {
                     let us = |x: &Spread| format!("{:.2}", x.median / 1e3);
+                    // Below the slow frames nicsim keeps, a percentile is known only to be at most that.
+                    let bound = |x: &Spread| {
+                        let slow = bench::attribution::SLOW_FRAME_NS as f64;
+                        if x.median == slow {
+                            format!("≤ {:.2}", slow / 1e3)
+                        } else {
+                            us(x)
+                        }
+                    };
                     match &s.outside_host_stalls {
-                        Some(outside) => format!("{} / {}", us(all[k]), us(&outside[k])),
+                        Some(outside) => format!("{} / {}", us(all[k]), bound(&outside[k])),
                         None => us(all[k]),
                     }
                 })
