@@ -1,8 +1,8 @@
 //! Which lost frames the host lost: nicsim records, per receive queue, the intervals in which
 //! the driver left its tail alone while frames were dropped (`nicsim::port::TailStalls`), and
-//! the times the host held its engine's core (doorbell intervals of 100 µs or more). Drops
-//! inside a tail stall that a host stall covers are the host's; every other drop is the
-//! driver's.
+//! the times its engine's core was held; the kernel's trace events give those of the driver's
+//! core ([`crate::kernel_trace`]). Drops inside a tail stall that a host stall covers are the
+//! host's; every other drop is the driver's.
 
 use crate::host::HostWindow;
 use crate::rfc2544::Percentiles;

@@ -27,9 +27,10 @@ const SCAN_PERIOD_PS: u64 = 100_000_000; // 100 µs
 const LATE_DOORBELL_NS: u64 = 2_000;
 /// Late doorbell intervals kept for [`Stats::late_doorbells`].
 const LATE_DOORBELLS_KEPT: usize = 256;
-/// A doorbell interval this long is a stall of the engine's core (the host took it), kept
-/// apart so that the many short late intervals do not push it out; at most this many.
-const ENGINE_STALL_NS: u64 = 100_000;
+/// A doorbell interval this long, without the slow path's own time, is a stall of the
+/// engine's core (an iteration takes about a microsecond: the host took the core), kept apart
+/// so that the many short late intervals do not push it out; at most this many.
+const ENGINE_STALL_NS: u64 = 20_000;
 const ENGINE_STALLS_KEPT: usize = 1024;
 /// Frames each generator may deliver per iteration: few enough that the doorbells are looked
 /// at again before a driver can work through a quarter of a 256-descriptor ring, at a cost to
