@@ -230,3 +230,42 @@ fn a_queue_left_enabled_on_released_memory_is_a_fault_and_a_disabled_one_is_not(
     assert_eq!(r.port.stop_queues_on_released_memory(&r.dma), 0);
     assert!(r.port.faults.is_empty());
 }
+
+#[test]
+fn drops_while_the_driver_leaves_its_tail_alone_are_a_tail_stall_until_it_writes_again() {
+    const US: u64 = 1_000_000; // ps
+    let mut r = Rig::new();
+    r.rx_ring(8, true, true);
+    r.wr(rdt(0), 2);
+    r.port.watch_rx_tails(1000 * US);
+    // Two frames fill the descriptors given; the next three are dropped at 1 010 µs, and the
+    // driver writes its tail 200 µs later: one stall of 200 µs with three drops inside.
+    for i in 0..5 {
+        r.port.receive(&mut r.dma, &frame(60, i));
+    }
+    r.port.watch_rx_tails(1010 * US);
+    r.port.watch_rx_tails(1100 * US);
+    let under_way = r.port.tail_stalls(1150 * US);
+    assert_eq!(under_way.len(), 1);
+    assert!(under_way[0].recent[0].open && under_way[0].recent[0].end_ns == 1_150_000);
+    r.wr(rdt(0), 4);
+    r.port.watch_rx_tails(1210 * US);
+    let s = r.port.tail_stalls(1300 * US);
+    assert_eq!((s[0].queue, s[0].count, s[0].drops_inside, s[0].drops_outside), (0, 1, 3, 0), "{s:?}");
+    assert_eq!(
+        s[0].recent,
+        [nicsim::port::TailStall { start_ns: 1_010_000, end_ns: 1_210_000, drops: 3, open: false }]
+    );
+    // A drop the driver answers within microseconds is its own, outside any stall.
+    for i in 0..3 {
+        r.port.receive(&mut r.dma, &frame(60, i));
+    }
+    r.port.watch_rx_tails(1300 * US);
+    r.wr(rdt(0), 6);
+    r.port.watch_rx_tails(1305 * US);
+    let s = r.port.tail_stalls(1400 * US);
+    assert_eq!((s[0].count, s[0].drops_inside, s[0].drops_outside), (1, 3, 1), "{s:?}");
+    // The counters' reset starts the record afresh.
+    r.port.reset_counters();
+    assert_eq!(r.port.tail_stalls(1500 * US), []);
+}
