@@ -111,17 +111,18 @@ impl Sink {
         let latency = (end_ps / 1000).saturating_sub(ts_ns).max(1);
         self.latency_ns.record(latency);
         if latency >= SLOW_FRAME_NS {
-            self.slow(end_ps / 1000, latency);
+            // Overloaded rings make most frames slow: past the limit, a count and no call.
+            if self.slow_frames.len() < SLOW_FRAMES_KEPT {
+                self.keep_slow(end_ps / 1000, latency);
+            } else {
+                self.slow_frames_not_kept += 1;
+            }
         }
     }
 
     #[cold]
-    fn slow(&mut self, end_ns: u64, latency: u64) {
-        if self.slow_frames.len() < SLOW_FRAMES_KEPT {
-            self.slow_frames.push((end_ns, latency));
-        } else {
-            self.slow_frames_not_kept += 1;
-        }
+    fn keep_slow(&mut self, end_ns: u64, latency: u64) {
+        self.slow_frames.push((end_ns, latency));
     }
 
     pub fn reset(&mut self) {
