@@ -66,9 +66,12 @@ fn rfc2544_throughput_and_latency_are_measured_with_every_frame_accounted_for() 
         for l in &r.latency {
             assert!((l.trial.rate_pps - ndr.rate_pps * f64::from(l.percent) / 100.0).abs() < 1.0, "{l:?}");
             assert!(0 < l.p50_ns && l.p50_ns <= l.p99_ns && l.p99_ns <= l.p999_ns && l.p999_ns <= l.max_ns, "{l:?}");
-            let o = l.outside_host_stalls.expect("latency outside host stalls");
-            assert!(o.p50_ns <= o.p99_ns && o.p99_ns <= o.p999_ns && o.p999_ns <= o.max_ns, "{l:?}");
-            assert!(o.max_ns <= l.max_ns, "a subset of the frames has no longer maximum: {l:?}");
+            // Unknown when nicsim could not keep every slow frame (rings full at the line rate
+            // hold most frames for longer than that).
+            if let Some(o) = l.outside_host_stalls {
+                assert!(o.p50_ns <= o.p99_ns && o.p99_ns <= o.p999_ns && o.p999_ns <= o.max_ns, "{l:?}");
+                assert!(o.max_ns <= l.max_ns, "a subset of the frames has no longer maximum: {l:?}");
+            }
         }
     }
     assert_eq!(leftovers(), Vec::<String>::new(), "the run leaves nothing in /dev/shm");
