@@ -32,7 +32,9 @@ impl CoreTrace {
     pub fn start(cpu: usize) -> Result<CoreTrace, String> {
         let (root, mounted) = tracefs()?;
         remove_stale_instances(&root.join("instances"));
-        let instance = root.join("instances").join(format!("{INSTANCE_PREFIX}{}", std::process::id()));
+        let instance = root.join("instances").join(format!("{INSTANCE_PREFIX}-{}", std::process::id()));
+        // One this process left (it cannot be in use: a trace removes its instance when dropped).
+        remove_instance(&instance);
         let trace = CoreTrace { instance, mounted, cpu };
         std::fs::create_dir(&trace.instance)
             .map_err(|e| format!("creating the tracing instance {}: {e}", trace.instance.display()))?;
@@ -70,9 +72,7 @@ impl CoreTrace {
 
 impl Drop for CoreTrace {
     fn drop(&mut self) {
-        let _ = std::fs::write(self.instance.join("tracing_on"), "0");
-        let _ = std::fs::write(self.instance.join("set_event"), "");
-        let _ = std::fs::remove_dir(&self.instance);
+        remove_instance(&self.instance);
         if let Some(dir) = &self.mounted {
             platform::ns::unmount(dir);
             let _ = std::fs::remove_dir(dir);
@@ -82,23 +82,23 @@ impl Drop for CoreTrace {
 
 /// Where a bench mounts tracefs if the machine has not: this and its PID, in the temporary
 /// directory.
-const MOUNT_PREFIX: &str = "safenic-tracefs-";
+const MOUNT_PREFIX: &str = "safenic-tracefs";
 /// Tracing instances are named this and the PID of the bench that made them.
-const INSTANCE_PREFIX: &str = "safenic-bench-";
+const INSTANCE_PREFIX: &str = "safenic-bench";
 
 /// Removes the instances of benches that died without removing theirs (killed, say): their
 /// events would go on costing the traced core.
 fn remove_stale_instances(instances: &Path) {
-    let Ok(entries) = std::fs::read_dir(instances) else { return };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix(INSTANCE_PREFIX) else { continue };
-        if !Path::new("/proc").join(pid).exists() || pid == std::process::id().to_string() {
-            let _ = std::fs::write(e.path().join("tracing_on"), "0");
-            let _ = std::fs::write(e.path().join("set_event"), "");
-            let _ = std::fs::remove_dir(e.path());
-        }
+    for instance in platform::fs::left_by_dead_processes(instances, INSTANCE_PREFIX) {
+        remove_instance(&instance);
     }
+}
+
+/// Stops an instance's events and removes it (a tracing instance goes with `rmdir` alone).
+fn remove_instance(instance: &Path) {
+    let _ = std::fs::write(instance.join("tracing_on"), "0");
+    let _ = std::fs::write(instance.join("set_event"), "");
+    let _ = std::fs::remove_dir(instance);
 }
 
 /// tracefs: where the machine mounted it, or mounted for this trace on a directory of its own.
@@ -109,14 +109,11 @@ fn tracefs() -> Result<(PathBuf, Option<PathBuf>), String> {
     }
     let tmp = std::env::temp_dir();
     // Mounts of benches that died before they could take theirs away.
-    for e in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.strip_prefix(MOUNT_PREFIX).is_some_and(|pid| !Path::new("/proc").join(pid).exists()) {
-            platform::ns::unmount(&e.path());
-            let _ = std::fs::remove_dir(e.path());
-        }
+    for dir in platform::fs::left_by_dead_processes(&tmp, MOUNT_PREFIX) {
+        platform::ns::unmount(&dir);
+        let _ = std::fs::remove_dir(dir);
     }
-    let dir = tmp.join(format!("{MOUNT_PREFIX}{}", std::process::id()));
+    let dir = tmp.join(format!("{MOUNT_PREFIX}-{}", std::process::id()));
     platform::ns::unmount(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     if let Err(e) = platform::ns::mount_tracefs(&dir) {

@@ -97,16 +97,28 @@ impl Drop for ScratchDir {
 
 /// Removes `<dir>/<prefix>-<pid>-*` entries whose process no longer exists.
 fn remove_stale(dir: &std::path::Path, prefix: &str) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)?.strip_prefix('-')) else { continue };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(e.path());
-            let _ = std::fs::remove_file(e.path());
-        }
+    for path in left_by_dead_processes(dir, prefix) {
+        let _ = std::fs::remove_dir_all(&path);
+        let _ = std::fs::remove_file(&path);
     }
+}
+
+/// The entries `<dir>/<prefix>-<pid>` and `<dir>/<prefix>-<pid>-…` whose process no longer
+/// exists: what a process that was killed left behind.
+pub fn left_by_dead_processes(dir: &std::path::Path, prefix: &str) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)?.strip_prefix('-')) else {
+                return false;
+            };
+            let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+            pid.is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+        })
+        .map(|e| e.path())
+        .collect()
 }
 
 /// Creates a named pipe at `path` (mode 0600), or leaves one that is already there.
