@@ -13,6 +13,8 @@
 //! - [`branded`]: arrays whose length is known only at run time, with indices that can only
 //!   be made for that length (a unique lifetime brand), so indexing needs no check and no
 //!   padding to 256.
+//! - [`ArrayStack`], [`RingQueue`]: a batch and a TX ring's buffers in slots of a fixed
+//!   capacity, uninitialised while free, so a move in or out tests no tag and grows nothing.
 //! - [`Bounded`]: integers with a compile-time maximum (a packet length no larger than its
 //!   buffer), converted once from untrusted values.
 //!
@@ -27,11 +29,13 @@ extern crate alloc;
 pub mod bounded;
 pub mod branded;
 pub mod ring;
+pub mod slots;
 pub mod volatile;
 
 pub use bounded::Bounded;
 pub use branded::{with_len, BrandedIndex, BrandedLen, BrandedVec};
 pub use ring::{ConstArray, ConstIndex, RingArray, RingIndex};
+pub use slots::{ArrayStack, RingQueue};
 pub use volatile::{DeviceMemory, VolatileArray, VolatilePtr};
 pub use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 

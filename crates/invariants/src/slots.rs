@@ -1,0 +1,386 @@
+//! Containers of a fixed capacity whose free slots are left uninitialised, so that moving a
+//! value in or out is one copy and one count update: no growth path, no `Option` tag to test
+//! per slot, no length kept in memory through every move.
+
+use crate::ring::RingIndex;
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::mem::MaybeUninit;
+use core::ptr;
+
+/// A stack of at most `CAP` values, stored inline.
+pub struct ArrayStack<T, const CAP: usize> {
+    len: usize, // INVARIANT: len <= CAP and items[..len] are initialised
+    items: [MaybeUninit<T>; CAP],
+}
+
+impl<T, const CAP: usize> Default for ArrayStack<T, CAP> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T, const CAP: usize> ArrayStack<T, CAP> {
+    /// An empty stack.
+    pub const fn new() -> Self {
+        ArrayStack { len: 0, items: [const { MaybeUninit::uninit() }; CAP] }
+    }
+
+    /// Values held, with their range known to the optimiser.
+    #[inline(always)]
+    pub const fn len(&self) -> usize {
+        // SAFETY: type invariant: len <= CAP.
+        unsafe { core::hint::assert_unchecked(self.len <= CAP) };
+        self.len
+    }
+
+    #[inline(always)]
+    pub const fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline(always)]
+    pub const fn is_full(&self) -> bool {
+        self.len() == CAP
+    }
+
+    /// Adds `value` on top; gives it back if the stack is full.
+    #[inline(always)]
+    pub fn push(&mut self, value: T) -> Result<(), T> {
+        let len = self.len();
+        let Some(slot) = self.items.get_mut(len) else { return Err(value) };
+        slot.write(value);
+        self.len = len + 1;
+        Ok(())
+    }
+
+    /// The value on top, removed.
+    #[inline(always)]
+    pub fn pop(&mut self) -> Option<T> {
+        let len = self.len().checked_sub(1)?;
+        self.len = len;
+        // SAFETY: items[len] was initialised (below the old length) and is no longer counted,
+        // so it is read out exactly once.
+        Some(unsafe { self.items.get_unchecked(len).assume_init_read() })
+    }
+
+    /// The values, bottom first.
+    #[inline(always)]
+    pub fn as_slice(&self) -> &[T] {
+        let init = &self.items[..self.len()];
+        // SAFETY: items[..len] are initialised, and MaybeUninit<T> has T's layout.
+        unsafe { &*(init as *const [MaybeUninit<T>] as *const [T]) }
+    }
+
+    /// The values, bottom first.
+    #[inline(always)]
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        let len = self.len();
+        let init = &mut self.items[..len];
+        // SAFETY: as in `as_slice`; the borrow of `self` keeps the length fixed meanwhile.
+        unsafe { &mut *(init as *mut [MaybeUninit<T>] as *mut [T]) }
+    }
+
+    /// Removes the bottom `n` values (all, if there are fewer), bottom first, handing each to
+    /// `f`; the values above them move down. Returns how many were removed.
+    #[inline(always)]
+    pub fn take_front(&mut self, n: usize, mut f: impl FnMut(T)) -> usize {
+        let len = self.len();
+        let n = n.min(len);
+        // If `f` panics, the values not yet handed over are leaked: never dropped twice.
+        self.len = 0;
+        for slot in &self.items[..n] {
+            // SAFETY: slot is below the old length, so initialised; it is read once, as the
+            // length no longer counts it.
+            f(unsafe { slot.assume_init_read() });
+        }
+        let base = self.items.as_mut_ptr();
+        // SAFETY: items[n..len] are initialised and inside the array; they move to
+        // items[..len - n] (ptr::copy allows the overlap), whose values were read out above.
+        unsafe { ptr::copy(base.add(n), base, len - n) };
+        self.len = len - n;
+        n
+    }
+
+    /// Removes the values from `keep` up (none, if `keep >= len`), bottom first, handing each
+    /// to `f`.
+    #[inline(always)]
+    pub fn truncate_into(&mut self, keep: usize, mut f: impl FnMut(T)) {
+        let len = self.len();
+        if keep >= len {
+            return;
+        }
+        // As in `take_front`: a panic in `f` leaks the rest.
+        self.len = keep;
+        for slot in &self.items[keep..len] {
+            // SAFETY: slot is in [keep, len): initialised, and no longer counted.
+            f(unsafe { slot.assume_init_read() });
+        }
+    }
+}
+
+impl<T, const CAP: usize> Drop for ArrayStack<T, CAP> {
+    fn drop(&mut self) {
+        self.truncate_into(0, drop);
+    }
+}
+
+/// A FIFO queue in a ring of `N` slots (a power of two), holding at most `N - 1` values, from
+/// [`RingQueue::front`] up to (not including) [`RingQueue::back`]: the shape of a TX ring,
+/// where values enter at the tail and leave once the device's head has passed them.
+pub struct RingQueue<T, const N: usize> {
+    slots: Box<[MaybeUninit<T>; N]>,
+    // INVARIANT: the slots from front up to back (wrapping) are initialised, the others not.
+    front: RingIndex<N>,
+    back: RingIndex<N>,
+}
+
+impl<T, const N: usize> Default for RingQueue<T, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T, const N: usize> RingQueue<T, N> {
+    /// An empty queue.
+    pub fn new() -> Self {
+        let slots: Vec<MaybeUninit<T>> = (0..N).map(|_| MaybeUninit::uninit()).collect();
+        match slots.into_boxed_slice().try_into() {
+            Ok(slots) => RingQueue { slots, front: RingIndex::ZERO, back: RingIndex::ZERO },
+            Err(_) => unreachable!("exactly N slots were made"),
+        }
+    }
+
+    /// The slot of the oldest value (equal to `back` when empty).
+    #[inline(always)]
+    pub fn front(&self) -> RingIndex<N> {
+        self.front
+    }
+
+    /// The slot the next value goes to.
+    #[inline(always)]
+    pub fn back(&self) -> RingIndex<N> {
+        self.back
+    }
+
+    /// Values held (0..N).
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.front.distance_to(self.back)
+    }
+
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.front == self.back
+    }
+
+    /// Adds `value` at the back; gives it back if `N - 1` values are held.
+    #[inline(always)]
+    pub fn push_back(&mut self, value: T) -> Result<(), T> {
+        if self.len() == N - 1 {
+            return Err(value);
+        }
+        self.slots[self.back.get()].write(value);
+        self.back = self.back.next();
+        Ok(())
+    }
+
+    /// Moves up to `n` values from the bottom of `from` to the back, as many as fit, in
+    /// order, first showing each to `f` with the slot it will take. Returns how many moved.
+    #[inline(always)]
+    pub fn push_back_from<const CAP: usize>(
+        &mut self,
+        from: &mut ArrayStack<T, CAP>,
+        n: usize,
+        mut f: impl FnMut(RingIndex<N>, &T),
+    ) -> usize {
+        let n = n.min(N - 1 - self.len());
+        let mut back = self.back;
+        let slots = &mut self.slots;
+        let moved = from.take_front(n, |value| {
+            f(back, &value);
+            slots[back.get()].write(value);
+            back = back.next();
+        });
+        self.back = back;
+        moved
+    }
+
+    /// Removes the values from the front up to (not including) slot `end`, handing each to
+    /// `f`; none if `end` is not between front and back (a device's head that went past what
+    /// was queued). Returns whether `end` was between them.
+    #[inline(always)]
+    pub fn pop_front_to(&mut self, end: RingIndex<N>, mut f: impl FnMut(T)) -> bool {
+        if self.front.distance_to(end) > self.len() {
+            return false;
+        }
+        while self.front != end {
+            let i = self.front;
+            self.front = i.next();
+            // SAFETY: i is in [front, end), within [front, back): initialised, and read once,
+            // as front has moved past it.
+            f(unsafe { self.slots[i.get()].assume_init_read() });
+        }
+        true
+    }
+
+    /// The oldest value, removed.
+    #[inline(always)]
+    pub fn pop_front(&mut self) -> Option<T> {
+        let mut value = None;
+        if !self.is_empty() {
+            self.pop_front_to(self.front.next(), |v| value = Some(v));
+        }
+        value
+    }
+}
+
+impl<T, const N: usize> Drop for RingQueue<T, N> {
+    fn drop(&mut self) {
+        let back = self.back;
+        self.pop_front_to(back, drop);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::rc::Rc;
+    use alloc::vec;
+    use core::cell::Cell;
+
+    /// A value that counts its drops, so that a test sees any value dropped twice or leaked.
+    struct Counted<'c>(u32, &'c Cell<u32>);
+    impl Drop for Counted<'_> {
+        fn drop(&mut self) {
+            self.1.set(self.1.get() + 1);
+        }
+    }
+
+    #[test]
+    fn a_stack_holds_up_to_its_capacity_last_in_first_out() {
+        let mut s = ArrayStack::<Rc<u32>, 3>::new();
+        assert!(s.is_empty() && s.pop().is_none());
+        for v in 1..=3 {
+            assert!(s.push(Rc::new(v)).is_ok());
+        }
+        assert!(s.is_full());
+        assert_eq!(s.push(Rc::new(4)).map_err(|v| *v), Err(4), "the fourth comes back");
+        assert_eq!(s.as_slice().iter().map(|v| **v).collect::<Vec<_>>(), vec![1, 2, 3]);
+        *Rc::get_mut(&mut s.as_mut_slice()[0]).unwrap() = 10;
+        assert_eq!(s.pop().map(|v| *v), Some(3));
+        assert_eq!(s.pop().map(|v| *v), Some(2));
+        assert_eq!(s.pop().map(|v| *v), Some(10));
+        assert!(s.pop().is_none());
+        let mut empty = ArrayStack::<u8, 0>::new();
+        assert_eq!(empty.push(1), Err(1));
+        assert!(empty.is_full() && empty.pop().is_none());
+    }
+
+    #[test]
+    fn take_front_hands_over_the_bottom_and_moves_the_rest_down() {
+        let mut s = ArrayStack::<Rc<u32>, 5>::new();
+        (1..=5).for_each(|v| s.push(Rc::new(v)).unwrap());
+        let mut got = vec![];
+        assert_eq!(s.take_front(2, |v| got.push(*v)), 2);
+        assert_eq!(got, vec![1, 2]);
+        assert_eq!(s.as_slice().iter().map(|v| **v).collect::<Vec<_>>(), vec![3, 4, 5]);
+        assert_eq!(s.take_front(0, |_| panic!("nothing to take")), 0);
+        assert_eq!(s.take_front(9, |v| got.push(*v)), 3, "all, when fewer than asked");
+        assert!(s.is_empty());
+        assert_eq!(got, vec![1, 2, 3, 4, 5]);
+        s.push(Rc::new(6)).unwrap();
+        assert_eq!(s.pop().map(|v| *v), Some(6), "the emptied stack is usable");
+    }
+
+    #[test]
+    fn truncate_into_hands_over_the_top_and_drop_drops_each_value_once() {
+        let drops = Cell::new(0);
+        {
+            let mut s = ArrayStack::<Counted, 4>::new();
+            (0..4).for_each(|v| assert!(s.push(Counted(v, &drops)).is_ok()));
+            let mut got = vec![];
+            s.truncate_into(1, |v| got.push(v.0));
+            assert_eq!(got, vec![1, 2, 3]);
+            assert_eq!(drops.get(), 3);
+            s.truncate_into(1, |_| panic!("nothing above 1"));
+            s.truncate_into(7, |_| panic!("nothing above 7"));
+            assert_eq!(s.len(), 1);
+        }
+        assert_eq!(drops.get(), 4, "the one left is dropped with the stack");
+    }
+
+    #[test]
+    fn a_panic_while_taking_leaks_the_rest_and_drops_nothing_twice() {
+        extern crate std;
+        let drops = Cell::new(0);
+        let mut s = ArrayStack::<Counted, 4>::new();
+        (0..4).for_each(|v| assert!(s.push(Counted(v, &drops)).is_ok()));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            s.take_front(3, |v| {
+                if v.0 == 1 {
+                    panic!("in the middle");
+                }
+            })
+        }));
+        assert!(r.is_err());
+        assert!(s.is_empty(), "what was not handed over is forgotten");
+        drop(s);
+        assert_eq!(drops.get(), 2, "0 was dropped by the closure, 1 while unwinding; 2 and 3 leak");
+    }
+
+    #[test]
+    fn a_ring_queue_is_first_in_first_out_and_holds_n_minus_one() {
+        let mut q = RingQueue::<Rc<u32>, 4>::new();
+        assert!(q.is_empty() && q.pop_front().is_none());
+        for v in 0..3 {
+            assert!(q.push_back(Rc::new(v)).is_ok());
+        }
+        assert_eq!(q.len(), 3);
+        assert_eq!(q.push_back(Rc::new(9)).map_err(|v| *v), Err(9), "N - 1 values at most");
+        assert_eq!(q.pop_front().map(|v| *v), Some(0));
+        assert!(q.push_back(Rc::new(3)).is_ok(), "wraps around the ring");
+        assert_eq!(q.back(), RingIndex::ZERO);
+        let mut got = vec![];
+        while let Some(v) = q.pop_front() {
+            got.push(*v);
+        }
+        assert_eq!(got, vec![1, 2, 3]);
+        assert_eq!(q.front(), q.back());
+    }
+
+    #[test]
+    fn push_back_from_moves_what_fits_and_shows_each_slot() {
+        let mut q = RingQueue::<Rc<u32>, 4>::new();
+        q.push_back(Rc::new(0)).unwrap();
+        let mut s = ArrayStack::<Rc<u32>, 8>::new();
+        (1..=5).for_each(|v| s.push(Rc::new(v)).unwrap());
+        let mut seen = vec![];
+        assert_eq!(q.push_back_from(&mut s, 8, |i, v| seen.push((i.get(), **v))), 2, "room for two");
+        assert_eq!(seen, vec![(1, 1), (2, 2)]);
+        assert_eq!(s.as_slice().iter().map(|v| **v).collect::<Vec<_>>(), vec![3, 4, 5], "the rest stay");
+        assert_eq!(q.push_back_from(&mut s, 8, |_, _| panic!("full")), 0);
+        q.pop_front_to(RingIndex::new(2).unwrap(), drop);
+        assert_eq!(q.push_back_from(&mut s, 1, |i, _| seen.push((i.get(), 0))), 1, "at most n");
+        assert_eq!(seen.last(), Some(&(3, 0)));
+        assert_eq!(q.len(), 2);
+    }
+
+    #[test]
+    fn pop_front_to_refuses_an_end_past_the_back() {
+        let drops = Cell::new(0);
+        let mut q = RingQueue::<Counted, 8>::new();
+        (0..5).for_each(|v| assert!(q.push_back(Counted(v, &drops)).is_ok()));
+        assert!(!q.pop_front_to(RingIndex::new(6).unwrap(), |_| panic!("past the back")));
+        assert_eq!(q.len(), 5);
+        let mut got = vec![];
+        assert!(q.pop_front_to(RingIndex::new(2).unwrap(), |v| got.push(v.0)));
+        assert_eq!(got, vec![0, 1]);
+        assert!(q.pop_front_to(RingIndex::new(2).unwrap(), |_| panic!("already there")));
+        assert!(q.pop_front_to(RingIndex::new(5).unwrap(), |v| got.push(v.0)), "up to the back");
+        assert_eq!(got, vec![0, 1, 2, 3, 4]);
+        (5..12).for_each(|v| assert!(q.push_back(Counted(v, &drops)).is_ok()));
+        drop(q);
+        assert_eq!(drops.get(), 12, "each value dropped once, those left with the queue");
+    }
+}
