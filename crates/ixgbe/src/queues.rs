@@ -13,7 +13,7 @@ use crate::device::{Device, DriverError, EnabledQueue};
 use crate::memory::{DmaBlock, Layout};
 use crate::regs::{RX_DD, RX_EOP, TX_EOP, TX_IFCS, TX_RS};
 use crate::{PacketData, PacketLength, Refused, BUFFER_SIZE};
-use invariants::{RingArray, RingIndex, VolatileArray, VolatilePtr};
+use invariants::{ArrayStack, RingArray, RingIndex, RingQueue, VolatileArray, VolatilePtr};
 
 /// One packet buffer in DMA memory: its bytes, physical address and current length.
 pub struct Buffer<'a> {
@@ -95,70 +95,62 @@ impl<'a> BufferPool<'a> {
     }
 }
 
-/// Packets handed between queues and the application: at most `B` buffers.
+/// Packets handed between queues and the application: at most `B` buffers, held inline.
 pub struct Batch<'a, const B: usize> {
-    items: Vec<Buffer<'a>>,
+    items: ArrayStack<Buffer<'a>, B>,
 }
 
 impl<'a, const B: usize> Default for Batch<'a, B> {
     fn default() -> Self {
-        Batch { items: Vec::with_capacity(B) }
+        Batch { items: ArrayStack::new() }
     }
 }
 
 impl<'a, const B: usize> Batch<'a, B> {
+    #[inline(always)]
     pub fn len(&self) -> usize {
         self.items.len()
     }
+    #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
+    #[inline(always)]
     pub fn is_full(&self) -> bool {
-        self.items.len() >= B
+        self.items.is_full()
     }
-    /// Adds a buffer; gives it back if the batch is full. Never allocates: the vector was made
-    /// with room for `B`, and checking the capacity here lets the compiler drop `push`'s growth
-    /// path (`safenic audit` checks that no allocation is reachable from the hot paths).
+    /// Adds a buffer; gives it back if the batch is full.
     #[inline(always)]
     pub fn push(&mut self, b: Buffer<'a>) -> Result<(), Buffer<'a>> {
-        if self.is_full() || self.items.len() >= self.items.capacity() {
-            return Err(b);
-        }
-        self.items.push(b);
-        Ok(())
+        self.items.push(b)
     }
-    /// Removes every buffer, oldest first.
-    pub fn drain(&mut self) -> std::vec::Drain<'_, Buffer<'a>> {
-        self.items.drain(..)
-    }
-    /// Removes the oldest `n` buffers (all, if there are fewer): what a transmit queue takes.
+    /// Removes the oldest `n` buffers (all, if there are fewer), oldest first, handing each to
+    /// `f`: what a transmit queue takes. Returns how many were removed.
     #[inline(always)]
-    pub fn drain_front(&mut self, n: usize) -> std::vec::Drain<'_, Buffer<'a>> {
-        let n = n.min(self.items.len());
-        self.items.drain(..n)
+    pub fn take_front(&mut self, n: usize, f: impl FnMut(Buffer<'a>)) -> usize {
+        self.items.take_front(n, f)
     }
     /// The buffers, oldest first.
+    #[inline(always)]
     pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, Buffer<'a>> {
-        self.items.iter_mut()
+        self.items.as_mut_slice().iter_mut()
     }
     /// Keeps, in order, the buffers whose index `keep` accepts; the others go back to `pool`.
     pub fn retain(&mut self, pool: &mut BufferPool<'a>, mut keep: impl FnMut(usize) -> bool) {
+        let items = self.items.as_mut_slice();
         let mut kept = 0;
-        for i in 0..self.items.len() {
+        for i in 0..items.len() {
             if keep(i) {
-                self.items.swap(kept, i);
+                items.swap(kept, i);
                 kept += 1;
             }
         }
-        for b in self.items.drain(kept..) {
-            pool.give(b);
-        }
+        self.items.truncate_into(kept, |b| pool.give(b));
     }
     /// Returns every buffer left to `pool`.
+    #[inline(always)]
     pub fn release(&mut self, pool: &mut BufferPool<'a>) {
-        for b in self.items.drain(..) {
-            pool.give(b);
-        }
+        self.items.truncate_into(0, |b| pool.give(b));
     }
 }
 
@@ -329,7 +321,9 @@ impl<'a, const N: usize> RxQueue<'a, N> {
 }
 
 impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
-    #[inline(always)]
+    // Not inlined: as a function of its own, its `&mut` arguments are known not to alias, so
+    // the batch's and the pool's counts stay in registers across the descriptor writes.
+    #[inline(never)]
     fn rx_batch<const B: usize>(&mut self, pool: &mut BufferPool<'a>, batch: &mut Batch<'a, B>) -> usize {
         let mut got = 0;
         // The ring position in a local, written back once: stored in `self`, it would be
@@ -376,13 +370,12 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
 /// A TX queue of an 82599 with `N` legacy descriptors and head write-back.
 pub struct TxQueue<'a, const N: usize> {
     ring: VolatileArray<'a, [u64; 2], N>,
-    held: RingArray<Option<Buffer<'a>>, N>,
+    /// The buffers queued and not yet recycled: from the last recycled slot up to the tail.
+    held: RingQueue<Buffer<'a>, N>,
     head: VolatilePtr<'a, u32>,
     tail: VolatilePtr<'a, u32>,
     /// TDH, read only by [`TxQueue::unsent`].
     head_register: VolatilePtr<'a, u32>,
-    next: RingIndex<N>,
-    recycled: RingIndex<N>,
     /// The device queue, disabled when this queue is dropped (before its memory can go).
     _queue: EnabledQueue<'a>,
 }
@@ -407,19 +400,17 @@ impl<'a, const N: usize> TxQueue<'a, N> {
         let registers = device.add_output(phys, N, Some(head_phys), mem.block.lease())?;
         Ok(TxQueue {
             ring,
-            held: RingArray::from_fn(|_| None),
+            held: RingQueue::new(),
             head,
             tail: registers.tail,
             head_register: registers.head,
-            next: RingIndex::ZERO,
-            recycled: RingIndex::ZERO,
             _queue: registers.queue,
         })
     }
 
     /// Buffers in the ring.
     pub fn held(&self) -> usize {
-        (0..N).filter(|&i| self.held[RingIndex::wrapping(i)].is_some()).count()
+        self.held.len()
     }
 
     /// Packets queued that the device has not sent yet, per its head register (TDH): what a
@@ -428,11 +419,11 @@ impl<'a, const N: usize> TxQueue<'a, N> {
     /// nothing sent.
     pub fn unsent(&self) -> usize {
         let head = RingIndex::<N>::wrapping(self.head_register.read() as usize);
-        let queued = self.recycled.distance_to(self.next);
-        if self.recycled.distance_to(head) > queued {
+        let queued = self.held.len();
+        if self.held.front().distance_to(head) > queued {
             return queued;
         }
-        head.distance_to(self.next)
+        head.distance_to(self.held.back())
     }
 
     /// Gives back to `pool` every buffer the device has sent (per the written-back head).
@@ -440,50 +431,31 @@ impl<'a, const N: usize> TxQueue<'a, N> {
     fn recycle(&mut self, pool: &mut BufferPool<'a>) {
         // Untrusted: reduced modulo N, and never past what was queued.
         let head = RingIndex::<N>::wrapping(u32::from_le(self.head.read()) as usize);
-        if self.recycled.distance_to(head) > self.recycled.distance_to(self.next) {
-            return;
-        }
-        let mut recycled = self.recycled;
-        while recycled != head {
-            if let Some(b) = self.held[recycled].take() {
-                pool.give(b);
-            }
-            recycled = recycled.next();
-        }
-        self.recycled = recycled;
+        self.held.pop_front_to(head, |b| pool.give(b));
     }
 }
 
 impl<'a, const N: usize> Transmit<'a> for TxQueue<'a, N> {
-    #[inline(always)]
+    // Not inlined, as `rx_batch`.
+    #[inline(never)]
     fn tx_batch<const B: usize>(&mut self, pool: &mut BufferPool<'a>, batch: &mut Batch<'a, B>) -> usize {
         // Free slots: all but one, minus those queued and not yet recycled. Recycling reads
         // the head; it is done every two RS periods, or sooner when the batch would not fit
         // (a ring of up to 64 entries never has two periods in flight).
-        let mut room = N - 1 - self.recycled.distance_to(self.next);
+        let mut room = N - 1 - self.held.len();
         if N - 1 - room >= 2 * Self::RS_PERIOD || room < batch.len() {
             self.recycle(pool);
-            room = N - 1 - self.recycled.distance_to(self.next);
+            room = N - 1 - self.held.len();
         }
-        let count = room.min(batch.len());
-        let mut sent = 0;
-        // The ring position in a local, written back once (as in `rx_batch`).
-        let mut next = self.next;
-        for b in batch.items.drain(..count) {
-            let i = next;
+        let ring = &self.ring;
+        let sent = self.held.push_back_from(&mut batch.items, room, |i, b| {
             let rs = if i.get() % Self::RS_PERIOD == Self::RS_PERIOD - 1 { TX_RS } else { 0 };
-            let desc = self.ring.ring(i);
+            let desc = ring.ring(i);
             desc.at::<0>().write(b.phys.to_le());
             desc.at::<1>().write((b.length.get() as u64 | TX_EOP | TX_IFCS | rs).to_le());
-            if let Some(old) = self.held[i].replace(b) {
-                pool.give(old); // not reached: a slot is recycled before it is reused
-            }
-            next = i.next();
-            sent += 1;
-        }
-        self.next = next;
+        });
         if sent > 0 {
-            self.tail.write(next.get() as u32);
+            self.tail.write(self.held.back().get() as u32);
         }
         sent
     }

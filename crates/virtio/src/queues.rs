@@ -196,12 +196,12 @@ impl<'a, const N: usize> Transmit<'a> for TxQueue<'a, N> {
             head = head.next().next();
         }
         let mut next = self.next;
-        for b in batch.drain_front(count) {
+        batch.take_front(count, |b| {
             self.q.set_desc(next.next(), b.device_address(), desc_word(b.length.get() as u32, 0, 0));
             self.held[next] = Some(b);
             self.q.offer(next);
             next = next.next().next();
-        }
+        });
         self.next = next;
         if count > 0 && self.q.publish() {
             self.given.device().notify(TX_QUEUE);
