@@ -342,13 +342,13 @@ pub fn forward_restricted<'a, 'id, const REWRITE: bool>(
     outs: BrandedLen<'id>,
     meter: &mut Meter,
 ) -> [u64; 2] {
-    forward_agents::<_, _, REWRITE>(ab, ba, outs, |o| outs.next_wrapping(o), meter)
+    forward_agents::<_, _, REWRITE, true>(ab, ba, outs, |o| outs.next_wrapping(o), meter)
 }
 
 /// Both directions through two agents until the meter says stop; `next` picks the output of
-/// the packet after one sent to `o`.
+/// the packet after one sent to `o`. `APART`: through [`Agent::run_apart`], not inlined.
 #[inline(always)]
-fn forward_agents<'a, O: Outputs, const N: usize, const REWRITE: bool>(
+fn forward_agents<'a, O: Outputs, const N: usize, const REWRITE: bool, const APART: bool>(
     ab: &mut Agent<'a, O, N>,
     ba: &mut Agent<'a, O, N>,
     outputs: O,
@@ -359,12 +359,12 @@ fn forward_agents<'a, O: Outputs, const N: usize, const REWRITE: bool>(
     let (mut out_ab, mut out_ba) = (outputs.first(), outputs.first());
     loop {
         for _ in 0..CHECK_EVERY {
-            counts[0] += ab
-                .run(|packet, len, lengths| forward_packet::<O, REWRITE>(packet, len, lengths, &mut out_ab, &next))
-                as u64;
-            counts[1] += ba
-                .run(|packet, len, lengths| forward_packet::<O, REWRITE>(packet, len, lengths, &mut out_ba, &next))
-                as u64;
+            counts[0] += run_agent::<_, N, APART>(ab, |packet, len, lengths| {
+                forward_packet::<O, REWRITE>(packet, len, lengths, &mut out_ab, &next)
+            }) as u64;
+            counts[1] += run_agent::<_, N, APART>(ba, |packet, len, lengths| {
+                forward_packet::<O, REWRITE>(packet, len, lengths, &mut out_ba, &next)
+            }) as u64;
         }
         let go_on = match meter.tick(counts) {
             Tick::Go => true,
@@ -374,6 +374,19 @@ fn forward_agents<'a, O: Outputs, const N: usize, const REWRITE: bool>(
         if !go_on {
             return counts;
         }
+    }
+}
+
+/// One call of `agent`'s loop, through [`Agent::run_apart`] if `APART`.
+#[inline(always)]
+fn run_agent<'a, O: Outputs, const N: usize, const APART: bool>(
+    agent: &mut Agent<'a, O, N>,
+    handler: impl for<'p> FnMut(VolatilePtr<'p, PacketData>, PacketLength, &mut O::Array<PacketLength>),
+) -> usize {
+    if APART {
+        agent.run_apart(handler)
+    } else {
+        agent.run(handler)
     }
 }
 
@@ -425,7 +438,7 @@ pub fn forward_const<'a, const REWRITE: bool>(
     ba: &mut Agent<'a, ConstOutputs<1>, RING>,
     meter: &mut Meter,
 ) -> [u64; 2] {
-    forward_agents::<_, _, REWRITE>(ab, ba, ConstOutputs::<1>, |only| only, meter)
+    forward_agents::<_, _, REWRITE, false>(ab, ba, ConstOutputs::<1>, |only| only, meter)
 }
 
 fn flexible(
