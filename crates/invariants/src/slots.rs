@@ -66,18 +66,11 @@ impl<T, const CAP: usize> ArrayStack<T, CAP> {
 
     /// The values, bottom first.
     #[inline(always)]
-    pub fn as_slice(&self) -> &[T] {
-        let init = &self.items[..self.len()];
-        // SAFETY: items[..len] are initialised, and MaybeUninit<T> has T's layout.
-        unsafe { &*(init as *const [MaybeUninit<T>] as *const [T]) }
-    }
-
-    /// The values, bottom first.
-    #[inline(always)]
     pub fn as_mut_slice(&mut self) -> &mut [T] {
         let len = self.len();
         let init = &mut self.items[..len];
-        // SAFETY: as in `as_slice`; the borrow of `self` keeps the length fixed meanwhile.
+        // SAFETY: items[..len] are initialised, MaybeUninit<T> has T's layout, and the borrow
+        // of `self` keeps the length fixed meanwhile.
         unsafe { &mut *(init as *mut [MaybeUninit<T>] as *mut [T]) }
     }
 
@@ -266,7 +259,7 @@ mod tests {
         }
         assert!(s.is_full());
         assert_eq!(s.push(Rc::new(4)).map_err(|v| *v), Err(4), "the fourth comes back");
-        assert_eq!(s.as_slice().iter().map(|v| **v).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(s.as_mut_slice().iter().map(|v| **v).collect::<Vec<_>>(), vec![1, 2, 3]);
         *Rc::get_mut(&mut s.as_mut_slice()[0]).unwrap() = 10;
         assert_eq!(s.pop().map(|v| *v), Some(3));
         assert_eq!(s.pop().map(|v| *v), Some(2));
@@ -284,7 +277,7 @@ mod tests {
         let mut got = vec![];
         assert_eq!(s.take_front(2, |v| got.push(*v)), 2);
         assert_eq!(got, vec![1, 2]);
-        assert_eq!(s.as_slice().iter().map(|v| **v).collect::<Vec<_>>(), vec![3, 4, 5]);
+        assert_eq!(s.as_mut_slice().iter().map(|v| **v).collect::<Vec<_>>(), vec![3, 4, 5]);
         assert_eq!(s.take_front(0, |_| panic!("nothing to take")), 0);
         assert_eq!(s.take_front(9, |v| got.push(*v)), 3, "all, when fewer than asked");
         assert!(s.is_empty());
@@ -358,7 +351,7 @@ mod tests {
         let mut seen = vec![];
         assert_eq!(q.push_back_from(&mut s, 8, |i, v| seen.push((i.get(), **v))), 2, "room for two");
         assert_eq!(seen, vec![(1, 1), (2, 2)]);
-        assert_eq!(s.as_slice().iter().map(|v| **v).collect::<Vec<_>>(), vec![3, 4, 5], "the rest stay");
+        assert_eq!(s.as_mut_slice().iter().map(|v| **v).collect::<Vec<_>>(), vec![3, 4, 5], "the rest stay");
         assert_eq!(q.push_back_from(&mut s, 8, |_, _| panic!("full")), 0);
         q.pop_front_to(RingIndex::new(2).unwrap(), drop);
         assert_eq!(q.push_back_from(&mut s, 1, |i, _| seen.push((i.get(), 0))), 1, "at most n");

@@ -442,13 +442,13 @@ impl<'a, const N: usize> Transmit<'a> for TxQueue<'a, N> {
         // Free slots: all but one, minus those queued and not yet recycled. Recycling reads
         // the head; it is done every two RS periods, or sooner when the batch would not fit
         // (a ring of up to 64 entries never has two periods in flight).
-        let mut room = N - 1 - self.held.len();
-        if N - 1 - room >= 2 * Self::RS_PERIOD || room < batch.len() {
+        let queued = self.held.len();
+        if queued >= 2 * Self::RS_PERIOD || N - 1 - queued < batch.len() {
             self.recycle(pool);
-            room = N - 1 - self.held.len();
         }
-        let ring = &self.ring;
-        let sent = self.held.push_back_from(&mut batch.items, room, |i, b| {
+        // The whole batch, or as many as fit: `push_back_from` stops at the last free slot.
+        let (ring, all) = (&self.ring, batch.len());
+        let sent = self.held.push_back_from(&mut batch.items, all, |i, b| {
             let rs = if i.get() % Self::RS_PERIOD == Self::RS_PERIOD - 1 { TX_RS } else { 0 };
             let desc = ring.ring(i);
             desc.at::<0>().write(b.phys.to_le());
