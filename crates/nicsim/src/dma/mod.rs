@@ -110,6 +110,37 @@ impl Windows {
     }
 }
 
+/// [`Windows`] kept from one engine iteration to the next, with the [`DmaSpace::generation`]
+/// they were found in: a port's next run starts with the pieces of memory its last run used,
+/// unless the memory or the domains changed meanwhile, which changes the generation.
+#[derive(Debug, Clone, Copy)]
+pub struct KeptWindows {
+    windows: Windows,
+    generation: u64,
+}
+
+impl KeptWindows {
+    /// Keeps no window.
+    pub const EMPTY: KeptWindows = KeptWindows { windows: Windows::EMPTY, generation: u64::MAX };
+
+    /// The windows kept, if `space` (the same function's domain they were found through) is
+    /// still in the generation they were found in; none otherwise.
+    #[inline(always)]
+    pub fn get(&self, space: &impl DmaSpace) -> Windows {
+        if self.generation == space.generation() {
+            self.windows
+        } else {
+            Windows::EMPTY
+        }
+    }
+
+    /// Keeps `windows`, found through `space` in its current generation.
+    #[inline(always)]
+    pub fn keep(&mut self, windows: Windows, space: &impl DmaSpace) {
+        *self = KeptWindows { windows, generation: space.generation() };
+    }
+}
+
 /// Resolves physical addresses for the device engines.
 ///
 /// Resolution is split so that the per-frame paths hold no mutable borrow: [`Self::locate`]

@@ -101,6 +101,8 @@ struct TxQueue {
     stat: usize,
     /// The ring resolved to driver memory at least once since the queue was enabled.
     ring_seen: bool,
+    /// The ring, resolved at its first use (see [`dma::Ring`]).
+    ring: Option<dma::Ring>,
 }
 
 /// The bus address of descriptor `index` of a ring at `base`. Both come from the driver: an
@@ -164,6 +166,9 @@ pub struct Port {
     active_rx: Vec<u32>,
     active_tx: Vec<u32>,
     tx_rr: usize,
+    /// The pieces of driver memory the last transmit and receive runs found buffers in.
+    tx_windows: dma::KeptWindows,
+    rx_windows: dma::KeptWindows,
     /// Where the transmit fast path fetches descriptors: kept between calls, because a fresh
     /// array would be zeroed whole on every call, most of it unused.
     tx_fetched: Box<[u8]>,
@@ -258,6 +263,8 @@ impl Port {
             active_rx: Vec::new(),
             active_tx: Vec::new(),
             tx_rr: 0,
+            tx_windows: dma::KeptWindows::EMPTY,
+            rx_windows: dma::KeptWindows::EMPTY,
             tx_fetched: vec![0; 16 * TX_DESCRIPTORS_PER_CALL].into_boxed_slice(),
             tx_paused: false,
             flow: FlowControl::new(gbps),

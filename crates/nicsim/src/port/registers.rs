@@ -526,6 +526,7 @@ impl Port {
         tq.frame.clear();
         tq.frame_bad = false;
         tq.ring_seen = false;
+        tq.ring = None;
         let head = tq.head;
         self.apply_head_wb(q, self.reg(tdwbal(q)), self.reg(tdwbah(q)));
         self.set_reg(tdh(q), head);

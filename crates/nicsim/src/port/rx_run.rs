@@ -314,7 +314,7 @@ impl Port {
             // bits, so u64::MAX matches nothing.
             own_key: self.rar.first().copied().unwrap_or(u64::MAX),
             promiscuous_unicast: cfg.fctrl & FCTRL_UPE != 0,
-            buffers: Windows::EMPTY,
+            buffers: self.rx_windows.get(dma),
             addresses: [0; RX_FETCH],
             fetched: 0,
             used: 0,
@@ -384,6 +384,7 @@ impl Port {
     pub fn rx_run_end(&mut self, dma: &impl DmaSpace, run: Option<RxRun>) {
         let Some(mut r) = run else { return };
         r.write_back(dma);
+        self.rx_windows.keep(r.buffers, dma);
         let c = &mut self.counters;
         let q = &mut self.rx[r.queue as usize];
         // RDH itself is published once per engine iteration; the run may have seen a newer RDT.

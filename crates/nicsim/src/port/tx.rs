@@ -4,7 +4,7 @@
 
 use super::tx_output::TxOutput;
 use super::{descriptor_address, owned_between, Port, TxQueue, TX_DEXT, TX_EOP, TX_IFCS, TX_RS};
-use crate::dma::{self, DmaSpace, Ring, Windows};
+use crate::dma::{self, DmaSpace, Ring};
 use crate::lint::Rule;
 use crate::port::faults::Access;
 use crate::regs::*;
@@ -64,7 +64,11 @@ impl Port {
             return;
         }
         let start_head = q.head;
-        let ring = Ring::resolve(dma, q.base, q.size);
+        let ring = match q.ring {
+            Some(r) if r.valid_in(dma) => Some(r),
+            _ => Ring::resolve(dma, q.base, q.size),
+        };
+        q.ring = ring;
         q.ring_seen |= ring.is_some();
         // In head write-back mode, the head after the last RS descriptor processed: what the
         // card writes back on completing that descriptor [DS 7.2.3.5.2].
@@ -125,8 +129,8 @@ impl Port {
         let head_wb = q.head_wb.is_some();
         let always_write_back = q.wthresh > 0;
         let limit = (TX_DESCRIPTORS_PER_CALL - processed).min(out.room());
-        let mut buffers = Windows::EMPTY;
-        let (mut packets, mut bytes, mut broadcast, mut multicast) = (0u64, 0u64, 0u64, 0u64);
+        let mut buffers = self.tx_windows.get(dma);
+        let (mut bytes, mut broadcast, mut multicast) = (0u64, 0u64, 0u64);
         // What HLREG0 makes of a frame, fixed for the call: without IFCS (or with
         // HLREG0.TXCRCEN clear) the driver supplied the FCS as the last 4 bytes
         // [DS 7.2.3.2.2, IFCS]; TXPADEN pads to 64 bytes with FCS [DS 8.2.3.22.8].
@@ -168,11 +172,13 @@ impl Port {
             let padded = keep.max(pad_to);
             let end = wire.send(padded);
             let dst = out.take_from(dma.region(region), offset, keep, padded, end);
-            packets += 1;
             bytes += padded as u64;
-            let (b, m) = group_kind(dst);
-            broadcast += b;
-            multicast += m;
+            // Group addresses are rare: the common frame tests one bit.
+            if dst.is_some_and(|d| d[0] & 1 != 0) {
+                let (b, m) = group_kind(dst);
+                broadcast += b;
+                multicast += m;
+            }
             let done = head;
             head = if head + 1 == size { 0 } else { head + 1 };
             // Head write-back mode: no descriptor write-back at all [DS 7.2.3.5.2].
@@ -187,9 +193,11 @@ impl Port {
             n += 1;
         }
         self.tx_fetched = all_fetched;
+        self.tx_windows.keep(buffers, dma);
         self.tx_wire.end_run(wire);
         q.head = head;
-        self.count_transmitted(q.stat, packets, bytes, broadcast, multicast);
+        out.took(n as u64, bytes);
+        self.count_transmitted(q.stat, n as u64, bytes, broadcast, multicast);
         n
     }
 

@@ -25,6 +25,9 @@ pub trait TxOutput {
     ) -> Option<[u8; 6]>;
     /// Takes a frame gathered from several descriptors.
     fn take(&mut self, frame: &[u8], end_ps: u64);
+    /// After a run of [`Self::take_from`]: it took `frames` frames of `bytes` bytes in all,
+    /// for an output that counts them per run rather than per frame.
+    fn took(&mut self, _frames: u64, _bytes: u64) {}
 }
 
 /// A sink takes frames straight from driver memory: it reads only the headers and payload
@@ -48,17 +51,25 @@ impl TxOutput for Sink {
         if let Some(span) = region.span::<MIN_FRAME>(offset, len) {
             // The common case: every field the sink reads is in the frame's first bytes.
             let head: [u8; MIN_FRAME] = span.read_head();
-            self.consume_min(&head, padded, end_ps);
+            // Counted in `took`, once per run.
+            self.measure_min(&head, end_ps);
             return head.first_chunk::<6>().copied();
         }
         let mut head = [0u8; SINK_HEAD];
         region.read_bytes(offset, &mut head[..len.min(SINK_HEAD)]);
-        // Padding bytes are the zeros already there.
+        // Padding bytes are the zeros already there. Counted in `took`, once per run.
         self.consume_head(&head[..padded.min(SINK_HEAD)], padded, end_ps);
+        self.packets -= 1;
+        self.bytes -= padded as u64;
         (padded >= 6).then(|| [head[0], head[1], head[2], head[3], head[4], head[5]])
     }
     fn take(&mut self, frame: &[u8], end_ps: u64) {
         self.consume(frame, end_ps);
+    }
+    #[inline(always)]
+    fn took(&mut self, frames: u64, bytes: u64) {
+        self.packets += frames;
+        self.bytes += bytes;
     }
 }
 

@@ -91,6 +91,13 @@ impl Sink {
     pub fn consume_min(&mut self, head: &[u8; MIN_FRAME], len: usize, end_ps: u64) {
         self.packets += 1;
         self.bytes += len as u64;
+        self.measure_min(head, end_ps);
+    }
+
+    /// [`Self::consume_min`] but for `packets` and `bytes`, which a caller that takes runs of
+    /// frames adds once per run.
+    #[inline(always)]
+    pub fn measure_min(&mut self, head: &[u8; MIN_FRAME], end_ps: u64) {
         let Some((stream, seq, ts_ns)) = parse_min(head) else {
             self.foreign += 1;
             return;
