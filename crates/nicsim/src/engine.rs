@@ -217,7 +217,7 @@ impl<D: DmaSpace> Engine<D> {
                 }
                 port.rx_run_frame(dma, &mut run, frame);
             }
-            port.rx_run_end(dma, run);
+            port.rx_run_end(dma, &mut run);
         }
         for i in 0..ports.len() {
             let dma = &mut Domain::new(dma, i);
@@ -280,7 +280,7 @@ impl<D: DmaSpace> Engine<D> {
                     }
                 }
             }
-            port.rx_run_end(dma, run);
+            port.rx_run_end(dma, &mut run);
             if let Some(pause) = xoff {
                 send_pause(ports, wires[i].cable, pause, now_ps);
             }

@@ -79,7 +79,7 @@ fn receive_runs_write_and_count_exactly_as_single_receives() {
                     for f in &frames {
                         r.port.rx_run_frame(&mut r.dma, &mut run, f);
                     }
-                    r.port.rx_run_end(&r.dma, run);
+                    r.port.rx_run_end(&r.dma, &mut run);
                     // The driver takes what arrived, re-arms every descriptor (advanced
                     // write-back overwrote the addresses) and gives all but one back.
                     for r in rigs.iter_mut() {
@@ -182,7 +182,7 @@ fn deliver_generated(r: &mut Rig, generator: &mut Generator, wire: &mut WireCloc
         let Some(mut due) = generator.next_due(now, wire) else { break };
         r.port.rx_run_generated(&mut r.dma, &mut run, &mut due);
     }
-    r.port.rx_run_end(&r.dma, run);
+    r.port.rx_run_end(&r.dma, &mut run);
     taken
 }
 
@@ -309,7 +309,7 @@ fn receive_descriptors_are_written_back_by_chunks_and_all_when_the_run_ends() {
             for i in 0..filled {
                 assert_eq!(written_back(&r, i, advanced).is_some(), i < whole, "{what}: descriptor {i} during the run");
             }
-            r.port.rx_run_end(&r.dma, run);
+            r.port.rx_run_end(&r.dma, &mut run);
             for i in 0..ring {
                 assert_eq!(
                     written_back(&r, i, advanced),
@@ -342,7 +342,7 @@ fn receive_descriptors_are_written_back_by_chunks_and_all_when_the_run_ends() {
                 let allowed = g.allowance(now, 4 * chunk);
                 let mut run = r.port.rx_run_begin(&mut r.dma);
                 r.port.rx_run_generated_burst(&r.dma, &mut run, &mut g, &mut wire, now, allowed);
-                r.port.rx_run_end(&r.dma, run);
+                r.port.rx_run_end(&r.dma, &mut run);
             }
             let c = &r.port.counters;
             assert!(received > 20 * ring as u64, "{what}: {received} frames over many laps");
@@ -449,16 +449,16 @@ fn a_tail_moved_during_an_iteration_is_seen_before_frames_are_dropped() {
                         let taken =
                             r.port.rx_run_generated_burst(&r.dma, &mut run, &mut generator, &mut wire, now, allowed);
                         assert_eq!(taken, 10, "{what}: one burst takes all");
-                        r.port.rx_run_end(&r.dma, run);
+                        r.port.rx_run_end(&r.dma, &mut run);
                     }
                     "run" => {
                         for k in 0..10 {
                             r.port.rx_run_frame(&mut r.dma, &mut run, &frame(60, k));
                         }
-                        r.port.rx_run_end(&r.dma, run);
+                        r.port.rx_run_end(&r.dma, &mut run);
                     }
                     _ => {
-                        r.port.rx_run_end(&r.dma, run);
+                        r.port.rx_run_end(&r.dma, &mut run);
                         for k in 0..10 {
                             r.port.receive(&mut r.dma, &frame(60, k));
                         }

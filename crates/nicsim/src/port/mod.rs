@@ -169,6 +169,8 @@ pub struct Port {
     /// The pieces of driver memory the last transmit and receive runs found buffers in.
     tx_windows: dma::KeptWindows,
     rx_windows: dma::KeptWindows,
+    /// The arrays of the receive runs (see [`rx_run::RunRecords`]).
+    rx_records: rx_run::RunRecords,
     /// Where the transmit fast path fetches descriptors: kept between calls, because a fresh
     /// array would be zeroed whole on every call, most of it unused.
     tx_fetched: Box<[u8]>,
@@ -265,6 +267,7 @@ impl Port {
             tx_rr: 0,
             tx_windows: dma::KeptWindows::EMPTY,
             rx_windows: dma::KeptWindows::EMPTY,
+            rx_records: Default::default(),
             tx_fetched: vec![0; 16 * TX_DESCRIPTORS_PER_CALL].into_boxed_slice(),
             tx_paused: false,
             flow: FlowControl::new(gbps),

@@ -11,7 +11,7 @@ use crate::wire::{
 use platform::MappedRegion;
 use std::sync::atomic::{fence, Ordering};
 
-/// Receive descriptors a run fetches at once.
+/// Receive descriptors a run fetches at once, at most.
 const RX_FETCH: usize = 64;
 /// Receive descriptors written back together: sixteen 64-byte lines (ring bases are 128-byte
 /// aligned [DS 8.2.3.8.1]), or fewer at the end of the ring, so a chunk never wraps. A
@@ -35,7 +35,7 @@ fn chunk_slot(index: u32) -> u32 {
 /// to the port's own address (or any unicast frame in promiscuous mode) that fit one buffer
 /// and whose buffer lies in known driver memory; any other frame ends the run and goes
 /// through [`Port::receive`], so both paths write and count frames alike.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub struct RxRun {
     queue: u32,
     ring: Ring,
@@ -50,16 +50,12 @@ pub struct RxRun {
     promiscuous_unicast: bool,
     /// The pieces of memory the last packet buffers were in.
     buffers: Windows,
-    /// Buffer addresses of the descriptors from the one at `head` when they were fetched:
-    /// `fetched` of them, the first `used` taken. The device fetches descriptors in bursts
-    /// too [DS 7.1.3.3]; the driver may not touch descriptors it gave the device.
-    addresses: [u64; RX_FETCH],
+    /// Descriptors in [`RunRecords::descriptors`]: `fetched` of them, the first `used` taken.
     fetched: usize,
     used: usize,
     /// Descriptors from here to `head` are filled but not yet written back; their lengths
-    /// by index modulo [`RX_WRITE_BACK_CHUNK`].
+    /// are in [`RunRecords::pending_lens`].
     written_back_to: u32,
-    pending_lens: [u16; RX_WRITE_BACK_CHUNK as usize],
     /// Frames written into the ring and their bytes (without FCS), and frames dropped for
     /// want of a descriptor and theirs; accepted frames are both together.
     written: u64,
@@ -68,25 +64,60 @@ pub struct RxRun {
     no_descriptor_bytes: u64,
 }
 
+/// The arrays of a run, kept by its port from one run to the next, so that starting a run
+/// neither zeroes nor copies them: what a run reads of them it wrote itself first. A port
+/// has one run at a time (each ends before the next begins), so one set serves them all.
+#[derive(Debug)]
+pub struct RunRecords {
+    /// The descriptors from the one at the run's head as they were fetched (a descriptor's
+    /// first 8 bytes are its buffer's address). The device fetches descriptors in bursts too
+    /// [DS 7.1.3.3]; the driver may not touch descriptors it gave the device.
+    descriptors: [[u8; 16]; RX_FETCH],
+    /// The lengths of the frames not yet written back, by descriptor index modulo
+    /// [`RX_WRITE_BACK_CHUNK`].
+    pending_lens: [u16; RX_WRITE_BACK_CHUNK as usize],
+}
+
+impl RunRecords {
+    /// The buffer address in fetched descriptor `k`.
+    #[inline(always)]
+    fn buffer_address(&self, k: usize) -> u64 {
+        let [a0, a1, a2, a3, a4, a5, a6, a7, ..] = self.descriptors[k % RX_FETCH];
+        u64::from_le_bytes([a0, a1, a2, a3, a4, a5, a6, a7])
+    }
+}
+
+impl Default for RunRecords {
+    fn default() -> Self {
+        RunRecords { descriptors: [[0; 16]; RX_FETCH], pending_lens: [0; RX_WRITE_BACK_CHUNK as usize] }
+    }
+}
+
 impl RxRun {
     /// Writes `frame` into the ring, or drops it for want of a descriptor (SRRCTL.DROP_EN);
     /// `false` (and nothing done) if the fast path does not cover it.
     #[inline(always)]
-    fn push(&mut self, dma: &impl DmaSpace, bar: &MappedRegion, frame: &[u8]) -> bool {
-        self.push_with(dma, bar, frame, |_, _| {})
+    fn push(&mut self, dma: &impl DmaSpace, bar: &MappedRegion, rec: &mut RunRecords, frame: &[u8]) -> bool {
+        self.push_with(dma, bar, rec, frame, |_, _| {})
     }
 
     /// [`Self::push`] for a generated frame given as its template and the sequence fields
     /// still to be written into it (see [`DueFrame`]).
     #[inline(always)]
-    fn push_generated(&mut self, dma: &impl DmaSpace, bar: &MappedRegion, due: &DueFrame) -> bool {
+    fn push_generated(
+        &mut self,
+        dma: &impl DmaSpace,
+        bar: &MappedRegion,
+        rec: &mut RunRecords,
+        due: &DueFrame,
+    ) -> bool {
         let (at, seq, timestamp) = due.sequence_fields();
         match due.flow_fields() {
-            None => self.push_with(dma, bar, due.template(), |region, offset| {
+            None => self.push_with(dma, bar, rec, due.template(), |region, offset| {
                 region.write_u64(offset + at, seq);
                 region.write_u64(offset + at + 8, timestamp);
             }),
-            Some(f) => self.push_with(dma, bar, due.template(), |region, offset| {
+            Some(f) => self.push_with(dma, bar, rec, due.template(), |region, offset| {
                 // Big-endian in the frame: the little-endian stores of the swapped values.
                 region.write_u16(offset + FlowFields::CHECKSUM_AT, f.checksum.swap_bytes());
                 region.write_u32(offset + FlowFields::SRC_IP_AT, f.src_ip.swap_bytes());
@@ -103,7 +134,13 @@ impl RxRun {
     /// passes the rest to the general path. The frame is checked once for the whole burst,
     /// and each buffer with one bounds check for the copy and both fields.
     #[inline(always)]
-    fn push_burst(&mut self, dma: &impl DmaSpace, bar: &MappedRegion, burst: &GeneratedBurst) -> usize {
+    fn push_burst(
+        &mut self,
+        dma: &impl DmaSpace,
+        bar: &MappedRegion,
+        rec: &mut RunRecords,
+        burst: &GeneratedBurst,
+    ) -> usize {
         let frame = burst.frame;
         let len = frame.len();
         // The frames differ only in their payload: one check for all.
@@ -125,7 +162,7 @@ impl RxRun {
                 break;
             }
             if self.used == self.fetched {
-                self.fetch(dma);
+                self.fetch(dma, rec, burst.count - k);
             }
             // Up to the next write-back point, the end of the fetched addresses, the tail or
             // the end of the burst, whichever comes first, the loop below keeps its state in
@@ -137,7 +174,7 @@ impl RxRun {
             let n = (burst.count - k).min((self.fetched - self.used).min(owned.min(to_chunk) as usize));
             let mut done = 0;
             while done < n {
-                let buf = self.addresses[(self.used + done) % RX_FETCH];
+                let buf = rec.buffer_address(self.used + done);
                 // Unknown so far: the general path looks for new memory or reports the fault.
                 let Some((region, offset)) = self.buffers.find(dma, buf, len) else { break };
                 let Some(span) = dma.region(region).span::<MIN_FRAME>(offset, len) else { break };
@@ -145,7 +182,7 @@ impl RxRun {
                 span.write_from(frame);
                 span.write_u64::<SEQUENCE_AT>(seq);
                 span.write_u64::<TIMESTAMP_AT>(timestamp);
-                self.pending_lens[chunk_slot(self.head + done as u32) as usize] = len as u16;
+                rec.pending_lens[chunk_slot(self.head + done as u32) as usize] = len as u16;
                 done += 1;
             }
             self.used += done;
@@ -155,7 +192,7 @@ impl RxRun {
             let next = self.head + done as u32;
             self.head = if next == self.size { 0 } else { next };
             if chunk_slot(self.head) == 0 {
-                self.write_back(dma);
+                self.write_back(dma, rec);
             }
             if done < n {
                 break;
@@ -192,6 +229,7 @@ impl RxRun {
         &mut self,
         dma: &impl DmaSpace,
         bar: &MappedRegion,
+        rec: &mut RunRecords,
         frame: &[u8],
         finish: impl FnOnce(&MappedRegion, usize),
     ) -> bool {
@@ -212,22 +250,23 @@ impl RxRun {
             return true;
         }
         if self.used == self.fetched {
-            self.fetch(dma);
+            // Frames one at a time: a few descriptors at once.
+            self.fetch(dma, rec, 8);
         }
-        let buf = self.addresses[self.used % RX_FETCH];
+        let buf = rec.buffer_address(self.used);
         // Unknown so far: the slow path looks for new memory or reports the fault.
         let Some((region, offset)) = self.buffers.find(dma, buf, len) else { return false };
         let region = dma.region(region);
         region.write_bytes(offset, frame);
         finish(region, offset);
         self.used += 1;
-        self.pending_lens[chunk_slot(head) as usize] = len as u16;
+        rec.pending_lens[chunk_slot(head) as usize] = len as u16;
         let next = if head + 1 == self.size { 0 } else { head + 1 };
         self.head = next;
         self.written += 1;
         self.written_bytes += n;
         if chunk_slot(next) == 0 {
-            self.write_back(dma);
+            self.write_back(dma, rec);
         }
         true
     }
@@ -242,12 +281,12 @@ impl RxRun {
     /// DD shows and rewrite it (a TinyNF-style driver turns it into a transmit descriptor),
     /// so a copy that stored some bytes twice could undo the driver's write.
     #[inline(always)]
-    fn write_back(&mut self, dma: &impl DmaSpace) {
+    fn write_back(&mut self, dma: &impl DmaSpace, rec: &RunRecords) {
         // The data must be visible before DD [DS 7.1.6].
         fence(Ordering::Release);
         let mut i = self.written_back_to;
         while i != self.head {
-            let n = u64::from(self.pending_lens[chunk_slot(i) as usize]);
+            let n = u64::from(rec.pending_lens[chunk_slot(i) as usize]);
             if self.advanced {
                 // Advanced write-back overwrites qword 0 (no RSS, no packet type) [DS 7.1.6.2].
                 self.ring.write(dma, i, 0, RX_DD | RX_EOP | n << 32);
@@ -260,16 +299,13 @@ impl RxRun {
         self.written_back_to = self.head;
     }
 
-    /// Fetches the buffer addresses of up to [`RX_FETCH`] descriptors from `head`.
+    /// Fetches the buffer addresses of the descriptors from `head` on, as many as `want` (at
+    /// least one), the device owns and [`RX_FETCH`] allow: a run that ends keeps none of them,
+    /// so it fetches no more than the frames it has.
     #[inline(never)]
-    fn fetch(&mut self, dma: &impl DmaSpace) {
-        let count = (self.owned() as usize).min(RX_FETCH);
-        let mut raw = [0u8; 16 * RX_FETCH];
-        let raw = &mut raw[..count * 16];
-        self.ring.read_run(dma, self.head, raw);
-        for (a, d) in self.addresses.iter_mut().zip(raw.chunks_exact(16)) {
-            *a = u64::from_le_bytes(d[..8].try_into().unwrap_or_default());
-        }
+    fn fetch(&mut self, dma: &impl DmaSpace, rec: &mut RunRecords, want: usize) {
+        let count = (self.owned() as usize).min(RX_FETCH).min(want.max(1));
+        self.ring.read_run(dma, self.head, &mut rec.descriptors.as_flattened_mut()[..count * 16]);
         self.fetched = count;
         self.used = 0;
     }
@@ -281,7 +317,7 @@ impl Port {
     /// piece of driver memory, nothing held in the packet buffer. Every frame of the run must
     /// then go through [`Self::rx_run_frame`], and the run end with [`Self::rx_run_end`]. A run
     /// takes the frames of one queue: all frames until RSS exists (see `Port::rx_queue_for`).
-    #[inline]
+    #[inline(always)]
     pub fn rx_run_begin(&mut self, dma: &mut impl DmaSpace) -> Option<RxRun> {
         if self.virtio.is_some() {
             return None;
@@ -315,11 +351,9 @@ impl Port {
             own_key: self.rar.first().copied().unwrap_or(u64::MAX),
             promiscuous_unicast: cfg.fctrl & FCTRL_UPE != 0,
             buffers: self.rx_windows.get(dma),
-            addresses: [0; RX_FETCH],
             fetched: 0,
             used: 0,
             written_back_to: q.head,
-            pending_lens: [0; RX_WRITE_BACK_CHUNK as usize],
             written: 0,
             written_bytes: 0,
             no_descriptor: 0,
@@ -332,7 +366,7 @@ impl Port {
     #[inline(always)]
     pub fn rx_run_frame(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, frame: &[u8]) {
         if let Some(r) = run.as_mut() {
-            if r.push(&*dma, &self.bar, frame) {
+            if r.push(&*dma, &self.bar, &mut self.rx_records, frame) {
                 return;
             }
         }
@@ -347,7 +381,7 @@ impl Port {
     #[inline(always)]
     pub fn rx_run_generated(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, due: &mut DueFrame) {
         if let Some(r) = run.as_mut() {
-            if r.push_generated(&*dma, &self.bar, due) {
+            if r.push_generated(&*dma, &self.bar, &mut self.rx_records, due) {
                 return;
             }
         }
@@ -368,22 +402,23 @@ impl Port {
         max: usize,
     ) -> usize {
         let Some(r) = run.as_mut() else { return 0 };
-        let bar = &self.bar;
-        generator.deliver_burst(now_ps, wire, max, |burst| r.push_burst(dma, bar, burst))
+        let (bar, rec) = (&self.bar, &mut self.rx_records);
+        generator.deliver_burst(now_ps, wire, max, |burst| r.push_burst(dma, bar, rec, burst))
     }
 
     #[inline(never)]
     fn rx_run_slow(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, frame: &[u8]) {
-        self.rx_run_end(&*dma, run.take());
+        self.rx_run_end(&*dma, run);
         self.receive(dma, frame);
         *run = self.rx_run_begin(dma);
     }
 
     /// Ends a run: the queue's head and the statistics take what the run did.
     #[inline]
-    pub fn rx_run_end(&mut self, dma: &impl DmaSpace, run: Option<RxRun>) {
-        let Some(mut r) = run else { return };
-        r.write_back(dma);
+    pub fn rx_run_end(&mut self, dma: &impl DmaSpace, run: &mut Option<RxRun>) {
+        let Some(r) = run.as_mut() else { return };
+        r.write_back(dma, &self.rx_records);
+        let r = &*r;
         self.rx_windows.keep(r.buffers, dma);
         let c = &mut self.counters;
         let q = &mut self.rx[r.queue as usize];
@@ -400,5 +435,6 @@ impl Port {
         c.qbrc[q.stat] += r.written_bytes;
         c.qprdc[q.stat] += r.no_descriptor;
         q.dropped += r.no_descriptor;
+        *run = None;
     }
 }
