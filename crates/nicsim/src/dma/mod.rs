@@ -387,55 +387,105 @@ impl Ring {
         self.generation == space.generation()
     }
 
+    /// The ring in `space`'s memory, for a run of accesses that looks the region up once.
+    #[inline(always)]
+    pub fn in_space<'a>(&self, space: &'a impl DmaSpace) -> RingIn<'a> {
+        RingIn { region: space.region(self.location.region), offset: self.location.offset, size: self.size }
+    }
+
     /// Descriptor `index` (below the size given to [`Self::resolve`]) as two qwords.
     #[inline(always)]
     pub fn read(&self, space: &impl DmaSpace, index: u32) -> (u64, u64) {
-        let r = space.region(self.location.region);
-        let off = self.location.offset + index as usize * 16;
-        (r.read_u64(off), r.read_u64(off + 8))
+        self.in_space(space).read(index)
+    }
+
+    /// See [`RingIn::read_run`].
+    #[inline]
+    pub fn read_run(&self, space: &impl DmaSpace, index: u32, out: &mut [u8]) {
+        self.in_space(space).read_run(index, out)
+    }
+
+    /// Qword 0 of descriptor `index`.
+    #[inline(always)]
+    pub fn read_qword0(&self, space: &impl DmaSpace, index: u32) -> u64 {
+        self.in_space(space).read_qword0(index)
+    }
+
+    /// Writes qword 1 of descriptor `index`.
+    #[inline(always)]
+    pub fn write_qword1(&self, space: &impl DmaSpace, index: u32, value: u64) {
+        self.in_space(space).write_qword1(index, value)
+    }
+
+    /// Writes the upper dword of descriptor `index` (the TX status write-back).
+    #[inline(always)]
+    pub fn write_dword3(&self, space: &impl DmaSpace, index: u32, value: u32) {
+        self.in_space(space).write_dword3(index, value)
+    }
+
+    /// Writes descriptor `index`: qword 0, a release fence, qword 1.
+    #[inline(always)]
+    pub fn write(&self, space: &impl DmaSpace, index: u32, qword0: u64, qword1: u64) {
+        self.in_space(space).write(index, qword0, qword1)
+    }
+}
+
+/// A [`Ring`] with its region looked up ([`Ring::in_space`]); valid while the space is
+/// borrowed, so for one run of accesses.
+#[derive(Clone, Copy)]
+pub struct RingIn<'a> {
+    region: &'a MappedRegion,
+    offset: usize,
+    size: u32,
+}
+
+impl RingIn<'_> {
+    /// Descriptor `index` as two qwords.
+    #[inline(always)]
+    pub fn read(&self, index: u32) -> (u64, u64) {
+        let off = self.offset + index as usize * 16;
+        (self.region.read_u64(off), self.region.read_u64(off + 8))
     }
 
     /// Copies `out.len() / 16` descriptors from `index` on, wrapping at the end of the ring,
     /// into `out`: at most two bulk reads, as the device fetches descriptors in bursts
     /// [DS 7.2.3.4.1].
     #[inline]
-    pub fn read_run(&self, space: &impl DmaSpace, index: u32, out: &mut [u8]) {
-        let r = space.region(self.location.region);
+    pub fn read_run(&self, index: u32, out: &mut [u8]) {
         let index = index.min(self.size) as usize;
         let first = out.len().min((self.size as usize - index) * 16);
         let (before_end, wrapped) = out.split_at_mut(first);
-        r.read_bytes(self.location.offset + index * 16, before_end);
+        self.region.read_bytes(self.offset + index * 16, before_end);
         if !wrapped.is_empty() {
-            r.read_bytes(self.location.offset, wrapped);
+            self.region.read_bytes(self.offset, wrapped);
         }
     }
 
     /// Qword 0 of descriptor `index`.
     #[inline(always)]
-    pub fn read_qword0(&self, space: &impl DmaSpace, index: u32) -> u64 {
-        space.region(self.location.region).read_u64(self.location.offset + index as usize * 16)
+    pub fn read_qword0(&self, index: u32) -> u64 {
+        self.region.read_u64(self.offset + index as usize * 16)
     }
 
     /// Writes qword 1 of descriptor `index`.
     #[inline(always)]
-    pub fn write_qword1(&self, space: &impl DmaSpace, index: u32, value: u64) {
-        space.region(self.location.region).write_u64(self.location.offset + index as usize * 16 + 8, value);
+    pub fn write_qword1(&self, index: u32, value: u64) {
+        self.region.write_u64(self.offset + index as usize * 16 + 8, value);
     }
 
     /// Writes the upper dword of descriptor `index` (the TX status write-back).
     #[inline(always)]
-    pub fn write_dword3(&self, space: &impl DmaSpace, index: u32, value: u32) {
-        space.region(self.location.region).write_u32(self.location.offset + index as usize * 16 + 12, value);
+    pub fn write_dword3(&self, index: u32, value: u32) {
+        self.region.write_u32(self.offset + index as usize * 16 + 12, value);
     }
 
     /// Writes descriptor `index`: qword 0, a release fence, qword 1.
     #[inline(always)]
-    pub fn write(&self, space: &impl DmaSpace, index: u32, qword0: u64, qword1: u64) {
-        let r = space.region(self.location.region);
-        let off = self.location.offset + index as usize * 16;
-        r.write_u64(off, qword0);
+    pub fn write(&self, index: u32, qword0: u64, qword1: u64) {
+        let off = self.offset + index as usize * 16;
+        self.region.write_u64(off, qword0);
         fence(Ordering::Release);
-        r.write_u64(off + 8, qword1);
+        self.region.write_u64(off + 8, qword1);
     }
 }
 

@@ -284,17 +284,23 @@ impl RxRun {
     fn write_back(&mut self, dma: &impl DmaSpace, rec: &RunRecords) {
         // The data must be visible before DD [DS 7.1.6].
         fence(Ordering::Release);
+        let ring = self.ring.in_space(dma);
         let mut i = self.written_back_to;
-        while i != self.head {
-            let n = u64::from(rec.pending_lens[chunk_slot(i) as usize]);
-            if self.advanced {
+        let next = |i: u32| if i + 1 == self.size { 0 } else { i + 1 };
+        if self.advanced {
+            while i != self.head {
+                let n = u64::from(rec.pending_lens[chunk_slot(i) as usize]);
                 // Advanced write-back overwrites qword 0 (no RSS, no packet type) [DS 7.1.6.2].
-                self.ring.write(dma, i, 0, RX_DD | RX_EOP | n << 32);
-            } else {
-                // Legacy write-back leaves qword 0 (the buffer address) untouched [DS 7.1.5].
-                self.ring.write_qword1(dma, i, n | (RX_DD | RX_EOP) << 32);
+                ring.write(i, 0, RX_DD | RX_EOP | n << 32);
+                i = next(i);
             }
-            i = if i + 1 == self.size { 0 } else { i + 1 };
+        } else {
+            while i != self.head {
+                let n = u64::from(rec.pending_lens[chunk_slot(i) as usize]);
+                // Legacy write-back leaves qword 0 (the buffer address) untouched [DS 7.1.5].
+                ring.write_qword1(i, n | (RX_DD | RX_EOP) << 32);
+                i = next(i);
+            }
         }
         self.written_back_to = self.head;
     }

@@ -142,7 +142,8 @@ impl Port {
         let count = owned.min(limit);
         let mut all_fetched = std::mem::take(&mut self.tx_fetched);
         let fetched = &mut all_fetched[..count * 16];
-        ring.read_run(dma, head, fetched);
+        let ring_in = ring.in_space(dma);
+        ring_in.read_run(head, fetched);
         let fetched = &*fetched;
         let mut n = 0;
         for (k, descriptor) in fetched.chunks_exact(16).enumerate() {
@@ -188,7 +189,7 @@ impl Port {
                 }
             } else if cmd & TX_RS != 0 || always_write_back {
                 // DD in the status byte, the rest of the upper dword kept [DS 7.2.3.2.2].
-                ring.write_dword3(dma, done, (qword1 >> 32) as u32 | 1);
+                ring_in.write_dword3(done, (qword1 >> 32) as u32 | 1);
             }
             n += 1;
         }
