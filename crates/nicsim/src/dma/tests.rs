@@ -128,3 +128,18 @@ fn windows_keep_the_last_four_pieces_and_resolve_each_address_exactly() {
     assert_eq!(w.offset_of(addr(2, 8), 64), None, "piece 2 replaced");
     assert_eq!(space.lookups.get(), before + 1);
 }
+
+#[test]
+fn kept_windows_serve_only_the_generation_they_were_found_in() {
+    let base = 0x40_0000;
+    let mut space =
+        Churning { flat: FlatDmaSpace { region: MappedRegion::anonymous(4096).unwrap(), base }, generation: 7 };
+    let mut kept = KeptWindows::EMPTY;
+    assert_eq!(kept.get(&space).offset_of(base, 1), None, "nothing kept yet");
+    let mut w = kept.get(&space);
+    assert_eq!(w.find(&space, base + 100, 64), Some((0, 100)));
+    kept.keep(w, &space);
+    assert_eq!(kept.get(&space).offset_of(base + 200, 64), Some((0, 200)), "same generation: kept");
+    space.generation += 1;
+    assert_eq!(kept.get(&space).offset_of(base + 200, 64), None, "the memory may have gone: forgotten");
+}
