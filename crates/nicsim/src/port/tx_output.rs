@@ -58,9 +58,7 @@ impl TxOutput for Sink {
         let mut head = [0u8; SINK_HEAD];
         region.read_bytes(offset, &mut head[..len.min(SINK_HEAD)]);
         // Padding bytes are the zeros already there. Counted in `took`, once per run.
-        self.consume_head(&head[..padded.min(SINK_HEAD)], padded, end_ps);
-        self.packets -= 1;
-        self.bytes -= padded as u64;
+        self.measure_head(&head[..padded.min(SINK_HEAD)], end_ps);
         (padded >= 6).then(|| [head[0], head[1], head[2], head[3], head[4], head[5]])
     }
     fn take(&mut self, frame: &[u8], end_ps: u64) {

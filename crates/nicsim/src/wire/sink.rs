@@ -76,13 +76,18 @@ impl Sink {
     /// frame of `len` bytes: all a sink reads.
     #[inline]
     pub fn consume_head(&mut self, head: &[u8], len: usize, end_ps: u64) {
+        self.packets += 1;
+        self.bytes += len as u64;
+        self.measure_head(head, end_ps);
+    }
+
+    /// [`Self::consume_head`] but for `packets` and `bytes`, which a caller that takes runs of
+    /// frames adds once per run.
+    #[inline]
+    pub fn measure_head(&mut self, head: &[u8], end_ps: u64) {
         match head.first_chunk::<MIN_FRAME>() {
-            Some(f) => self.consume_min(f, len, end_ps),
-            None => {
-                self.packets += 1;
-                self.bytes += len as u64;
-                self.foreign += 1;
-            }
+            Some(f) => self.measure_min(f, end_ps),
+            None => self.foreign += 1,
         }
     }
 
