@@ -381,6 +381,19 @@ impl Ring {
         Some(Ring { location, size, generation: space.generation() })
     }
 
+    /// `kept` if it is still valid in `space`, else the ring of `size` descriptors at `base`
+    /// resolved afresh, kept in its place (`None` if it does not resolve as one piece).
+    #[inline]
+    pub fn kept_or_resolve(kept: &mut Option<Ring>, space: &mut impl DmaSpace, base: u64, size: u32) -> Option<Ring> {
+        match *kept {
+            Some(r) if r.valid_in(space) => Some(r),
+            _ => {
+                *kept = Ring::resolve(space, base, size);
+                *kept
+            }
+        }
+    }
+
     /// Whether the ring still resolves the same way in `space`.
     #[inline(always)]
     pub fn valid_in(&self, space: &impl DmaSpace) -> bool {

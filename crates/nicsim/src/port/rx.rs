@@ -209,15 +209,8 @@ impl Port {
     /// again if the DMA space changed since.
     #[inline]
     pub(super) fn rx_ring(&mut self, dma: &mut impl DmaSpace, qi: u32) -> Option<Ring> {
-        let q = &self.rx[qi as usize];
-        match q.ring {
-            Some(r) if r.valid_in(dma) => Some(r),
-            _ => {
-                let r = Ring::resolve(dma, q.base, q.size)?;
-                self.rx[qi as usize].ring = Some(r);
-                Some(r)
-            }
-        }
+        let q = &mut self.rx[qi as usize];
+        Ring::kept_or_resolve(&mut q.ring, dma, q.base, q.size)
     }
 
     /// Writes one frame into the ring of queue `qi` [DS 7.1.5, 7.1.6].

@@ -305,7 +305,7 @@ impl RxRun {
         self.written_back_to = self.head;
     }
 
-    /// Fetches the buffer addresses of the descriptors from `head` on, as many as `want` (at
+    /// Fetches the descriptors from `head` on (their buffer addresses), as many as `want` (at
     /// least one), the device owns and [`RX_FETCH`] allow: a run that ends keeps none of them,
     /// so it fetches no more than the frames it has.
     #[inline(never)]

@@ -64,11 +64,7 @@ impl Port {
             return;
         }
         let start_head = q.head;
-        let ring = match q.ring {
-            Some(r) if r.valid_in(dma) => Some(r),
-            _ => Ring::resolve(dma, q.base, q.size),
-        };
-        q.ring = ring;
+        let ring = Ring::kept_or_resolve(&mut q.ring, dma, q.base, q.size);
         q.ring_seen |= ring.is_some();
         // In head write-back mode, the head after the last RS descriptor processed: what the
         // card writes back on completing that descriptor [DS 7.2.3.5.2].
