@@ -46,6 +46,7 @@ pub struct Config {
     pub(crate) output_bytes: usize,
     pub(crate) timeout: Option<Duration>,
     pub(crate) spin: Duration,
+    pub(crate) caller_spin_limit: Duration,
     pub(crate) helper_cpu: Option<usize>,
 }
 
@@ -62,6 +63,7 @@ impl Config {
             output_bytes: 1 << 20,
             timeout: Some(Duration::from_secs(10)),
             spin: Duration::from_micros(100),
+            caller_spin_limit: Duration::from_millis(2),
             helper_cpu: None,
         }
     }
@@ -101,6 +103,15 @@ impl Config {
     /// 100 µs): a call that comes within it costs no system call.
     pub fn spin(mut self, spin: Duration) -> Config {
         self.spin = spin;
+        self
+    }
+
+    /// How long the process backend's caller may poll for an answer (default 2 ms). It polls
+    /// for twice as long as it waited for the previous one, at least `spin` and at most this:
+    /// a call as long as the last is answered without a futex wake-up, which on a VM can cost
+    /// more than the boundary itself (7–130 µs). The caller's core is busy while it polls.
+    pub fn caller_spin_limit(mut self, limit: Duration) -> Config {
+        self.caller_spin_limit = limit;
         self
     }
 

@@ -30,8 +30,15 @@ pub(crate) struct Fault {
 pub(crate) const CONTROL_BYTES: usize = 4096;
 const _: () = assert!(std::mem::size_of::<Control>() <= CONTROL_BYTES);
 
+/// What [`wait_change`] saw: the new value, and how long it had waited when it last read the
+/// clock (every 64 polls, so that polling stays cheap; zero for a shorter wait).
+pub(crate) struct Change {
+    pub value: u32,
+    pub waited: Duration,
+}
+
 /// Waits until `word` differs from `old`, polling for `spin` then sleeping in slices of
-/// `slice`; `give_up` is asked after each slice. Returns the new value, or None if given up.
+/// `slice`; `give_up` is asked after each slice. Returns the change, or None if given up.
 pub(crate) fn wait_change(
     word: &AtomicU32,
     old: u32,
@@ -39,16 +46,22 @@ pub(crate) fn wait_change(
     spin: Duration,
     slice: Option<Duration>,
     give_up: &mut dyn FnMut() -> bool,
-) -> Option<u32> {
+) -> Option<Change> {
     let start = Instant::now();
+    let mut waited = Duration::ZERO;
     let mut polls = 0u32;
     loop {
-        let now = word.load(Ordering::Acquire);
-        if now != old {
-            return Some(now);
+        let value = word.load(Ordering::Acquire);
+        if value != old {
+            return Some(Change { value, waited });
         }
         polls = polls.wrapping_add(1);
-        if polls % 64 != 0 || start.elapsed() < spin {
+        if polls % 64 != 0 {
+            std::hint::spin_loop();
+            continue;
+        }
+        waited = start.elapsed();
+        if waited < spin {
             std::hint::spin_loop();
             continue;
         }
@@ -57,6 +70,7 @@ pub(crate) fn wait_change(
             futex_wait(word, old, slice);
         }
         sleeps.store(0, Ordering::SeqCst);
+        waited = start.elapsed();
         if word.load(Ordering::Acquire) == old && give_up() {
             return None;
         }

@@ -127,10 +127,11 @@ fn serve(spec: &str) -> Result<Never, String> {
 
     let mut last = 0;
     loop {
-        let Some(sequence) = wait_change(&control.request.0, last, &control.helper_sleeps.0, spin, None, &mut || false)
+        let Some(request) = wait_change(&control.request.0, last, &control.helper_sleeps.0, spin, None, &mut || false)
         else {
             continue;
         };
+        let sequence = request.value;
         last = sequence;
         let frame = area.frame();
         // SAFETY: the frame was written by the trusted process before it published the request.
