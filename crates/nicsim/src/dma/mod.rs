@@ -400,46 +400,11 @@ impl Ring {
         self.generation == space.generation()
     }
 
-    /// The ring in `space`'s memory, for a run of accesses that looks the region up once.
+    /// The ring in `space`'s memory, where its descriptors are read and written: the region is
+    /// looked up once for a run of accesses.
     #[inline(always)]
     pub fn in_space<'a>(&self, space: &'a impl DmaSpace) -> RingIn<'a> {
         RingIn { region: space.region(self.location.region), offset: self.location.offset, size: self.size }
-    }
-
-    /// Descriptor `index` (below the size given to [`Self::resolve`]) as two qwords.
-    #[inline(always)]
-    pub fn read(&self, space: &impl DmaSpace, index: u32) -> (u64, u64) {
-        self.in_space(space).read(index)
-    }
-
-    /// See [`RingIn::read_run`].
-    #[inline]
-    pub fn read_run(&self, space: &impl DmaSpace, index: u32, out: &mut [u8]) {
-        self.in_space(space).read_run(index, out)
-    }
-
-    /// Qword 0 of descriptor `index`.
-    #[inline(always)]
-    pub fn read_qword0(&self, space: &impl DmaSpace, index: u32) -> u64 {
-        self.in_space(space).read_qword0(index)
-    }
-
-    /// Writes qword 1 of descriptor `index`.
-    #[inline(always)]
-    pub fn write_qword1(&self, space: &impl DmaSpace, index: u32, value: u64) {
-        self.in_space(space).write_qword1(index, value)
-    }
-
-    /// Writes the upper dword of descriptor `index` (the TX status write-back).
-    #[inline(always)]
-    pub fn write_dword3(&self, space: &impl DmaSpace, index: u32, value: u32) {
-        self.in_space(space).write_dword3(index, value)
-    }
-
-    /// Writes descriptor `index`: qword 0, a release fence, qword 1.
-    #[inline(always)]
-    pub fn write(&self, space: &impl DmaSpace, index: u32, qword0: u64, qword1: u64) {
-        self.in_space(space).write(index, qword0, qword1)
     }
 }
 
@@ -453,7 +418,7 @@ pub struct RingIn<'a> {
 }
 
 impl RingIn<'_> {
-    /// Descriptor `index` as two qwords.
+    /// Descriptor `index` (below the size given to [`Ring::resolve`]) as two qwords.
     #[inline(always)]
     pub fn read(&self, index: u32) -> (u64, u64) {
         let off = self.offset + index as usize * 16;

@@ -56,10 +56,11 @@ impl Port {
         if advanced {
             // Advanced write-back: status and errors in the low dword, length in bits 32–47
             // [DS 7.1.6.2]; qword 0 holds RSS and packet type.
-            ring.write(dma, index, rng.next_u64(), status | errors << 20 | length << 32 | (r >> 48) << 48);
+            ring.in_space(dma).write(index, rng.next_u64(), status | errors << 20 | length << 32 | (r >> 48) << 48);
         } else {
             // Legacy: length, checksum, status, errors, VLAN [DS 7.1.5].
-            ring.write_qword1(dma, index, length | (r & 0xFFFF_0000) | status << 32 | errors << 40 | (r >> 48) << 48);
+            ring.in_space(dma)
+                .write_qword1(index, length | (r & 0xFFFF_0000) | status << 32 | errors << 40 | (r >> 48) << 48);
         }
         Some(HostileWrite::RxDescriptor)
     }
@@ -82,9 +83,10 @@ impl Port {
         }
         let (base, size) = (t.base, t.size);
         let ring = Ring::resolve(dma, base, size)?;
+        let ring = ring.in_space(dma);
         let index = rng.below(u64::from(size)) as u32;
-        let (_, qword1) = ring.read(dma, index);
-        ring.write_dword3(dma, index, (qword1 >> 32) as u32 | 1);
+        let (_, qword1) = ring.read(index);
+        ring.write_dword3(index, (qword1 >> 32) as u32 | 1);
         Some(HostileWrite::TxDescriptor)
     }
 

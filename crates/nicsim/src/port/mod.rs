@@ -169,9 +169,8 @@ pub struct Port {
     /// The pieces of driver memory the last transmit and receive runs found buffers in.
     tx_windows: dma::KeptWindows,
     rx_windows: dma::KeptWindows,
-    /// The arrays of the receive runs (see [`rx_run::RunRecords`]); boxed: kept inline, their
-    /// kilobyte moved the port's other fields, and `nicsim bench` forwarded 12-12.5 Mpps
-    /// instead of 14-15 in the host's slow phase (runs alternated with the boxed version).
+    /// The arrays of the receive runs (see [`rx_run::RunRecords`]); boxed, because their
+    /// kilobyte inline would push the port's other hot fields apart (docs/nicsim.md).
     rx_records: Box<rx_run::RunRecords>,
     /// Where the transmit fast path fetches descriptors: kept between calls, because a fresh
     /// array would be zeroed whole on every call, most of it unused.

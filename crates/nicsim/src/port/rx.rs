@@ -233,7 +233,7 @@ impl Port {
         let q = &self.rx[qi as usize];
         let (head, advanced, stat) = (q.head, q.advanced, q.stat);
         let next = if head + 1 == q.size { 0 } else { head + 1 };
-        let buf = ring.read_qword0(dma, head);
+        let buf = ring.in_space(dma).read_qword0(head);
         if !dma::write(dma, buf, frame) {
             self.fault(&*dma, Direction::Rx, qi, head, buf, Access::PacketBufferWrite);
             return RxWrite::Fault;
@@ -243,10 +243,10 @@ impl Port {
         let n = frame.len() as u64;
         if advanced {
             // Advanced write-back overwrites qword 0 (no RSS, no packet type) [DS 7.1.6.2].
-            ring.write(dma, head, 0, RX_DD | RX_EOP | n << 32);
+            ring.in_space(dma).write(head, 0, RX_DD | RX_EOP | n << 32);
         } else {
             // Legacy write-back leaves qword 0 (the buffer address) untouched [DS 7.1.5].
-            ring.write_qword1(dma, head, n | (RX_DD | RX_EOP) << 32);
+            ring.in_space(dma).write_qword1(head, n | (RX_DD | RX_EOP) << 32);
         }
         self.rx[qi as usize].head = next; // RDH itself is published once per engine iteration
         self.counters.qprc[stat] += 1;

@@ -311,7 +311,7 @@ impl RxRun {
     #[inline(never)]
     fn fetch(&mut self, dma: &impl DmaSpace, rec: &mut RunRecords, want: usize) {
         let count = (self.owned() as usize).min(RX_FETCH).min(want.max(1));
-        self.ring.read_run(dma, self.head, &mut rec.descriptors.as_flattened_mut()[..count * 16]);
+        self.ring.in_space(dma).read_run(self.head, &mut rec.descriptors.as_flattened_mut()[..count * 16]);
         self.fetched = count;
         self.used = 0;
     }

@@ -227,7 +227,7 @@ impl Port {
     ) -> bool {
         let desc = descriptor_address(q.base, q.head);
         let (addr, qword1) = match ring {
-            Some(r) => r.read(dma, q.head),
+            Some(r) => r.in_space(dma).read(q.head),
             None => match dma::read_descriptor(dma, desc) {
                 Some(d) => d,
                 None => {
@@ -295,7 +295,7 @@ impl Port {
             // DD in the status byte, the rest of the upper dword kept [DS 7.2.3.2.2].
             let status = (qword1 >> 32) as u32 | 1;
             match ring {
-                Some(r) => r.write_dword3(dma, q.head, status),
+                Some(r) => r.in_space(dma).write_dword3(q.head, status),
                 None if dma::write_u32(dma, desc.wrapping_add(12), status) => {}
                 None => {
                     self.fault(&*dma, Direction::Tx, qi, q.head, desc, Access::DescriptorWriteBack);
