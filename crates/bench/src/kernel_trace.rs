@@ -168,11 +168,18 @@ pub fn stalls(text: &str, cpu: usize, tids: &[u32]) -> Vec<HostWindow> {
             }
             "sched_switch" => {
                 let (prev, next) = fields.split_once(" ==> ").unwrap_or((fields, ""));
+                let taken_by = format!("preempted by {}", field(next, "next_comm").unwrap_or("?"));
                 if is_driver(field(prev, "prev_pid")) && field(prev, "prev_state").is_some_and(|s| s.starts_with('R')) {
-                    preempted = Some((t, format!("preempted by {}", field(next, "next_comm").unwrap_or("?"))));
+                    preempted = Some((t, taken_by));
                 } else if is_driver(field(next, "next_pid")) {
                     if let Some((start, name)) = preempted.take() {
                         work.push((start, t, name));
+                    }
+                } else if let Some((_, names)) = preempted.as_mut() {
+                    // Every task that ran while the driver waited for its core held it, not only
+                    // the first: with several, the scheduler's order decides which comes first.
+                    if field(next, "next_pid") != Some("0") && !names.split(" + ").any(|n| n == taken_by) {
+                        *names = format!("{names} + {taken_by}");
                     }
                 }
             }
@@ -235,6 +242,20 @@ mod tests {
         assert!(s.iter().all(|w| w.cpu == 1));
         // Another process's preemption is not the driver's stall.
         assert_eq!(stalls(TRACE, 1, &[4242]).len(), 2);
+    }
+
+    #[test]
+    fn every_task_that_ran_while_the_driver_waited_is_named() {
+        let trace = "\
+           fwd-16118   [001] d..2. 100.000000: sched_switch: prev_comm=fwd prev_pid=16118 prev_prio=120 prev_state=R ==> next_comm=sh next_pid=77 next_prio=120
+            sh-77      [001] d..2. 100.004000: sched_switch: prev_comm=sh prev_pid=77 prev_prio=120 prev_state=R ==> next_comm=intruder next_pid=78 next_prio=120
+      intruder-78      [001] d..2. 100.008000: sched_switch: prev_comm=intruder prev_pid=78 prev_prio=120 prev_state=R ==> next_comm=sh next_pid=79 next_prio=120
+            sh-79      [001] d..2. 100.012000: sched_switch: prev_comm=sh prev_pid=79 prev_prio=120 prev_state=R ==> next_comm=fwd next_pid=16118 next_prio=120
+";
+        let s = stalls(trace, 1, &[16118]);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert_eq!((s[0].start_ns, s[0].end_ns), (100_000_000_000, 100_012_000_000));
+        assert_eq!(s[0].cause, "preempted by sh + preempted by intruder");
     }
 
     #[test]
