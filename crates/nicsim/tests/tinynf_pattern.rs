@@ -97,7 +97,11 @@ const POLL: Duration = Duration::from_millis(10);
 /// One run of [`forward`] from `done` frames forwarded; `Err` with the new totals after a stall
 /// the host caused.
 fn attempt_forwarding(name: &str, percent: f64, directions: &[(usize, usize)], done: &[u64]) -> Result<(), Vec<u64>> {
-    let sim = Nicsim::start(name, &[]);
+    // The engine and the agent each on a core of their own, as the card and a forwarder are:
+    // sharing one, each waits for the other's time slice, and a busy host then stretches
+    // this test from seconds to half an hour.
+    let cpus = platform::sched::available_cpus();
+    let sim = Nicsim::start(name, if cpus > 1 { &["--cpu", "0"] } else { &[] });
     let devices = [sim.open(A), sim.open(B)];
     for d in &devices {
         d.init_tinynf().unwrap();
@@ -112,6 +116,9 @@ fn attempt_forwarding(name: &str, percent: f64, directions: &[(usize, usize)], d
         let (stop, seen, dirs) = (stop.clone(), seen.clone(), directions.to_vec());
         let devices = [sim.open(A), sim.open(B)];
         std::thread::spawn(move || {
+            if cpus > 1 {
+                platform::sched::pin_current_thread(cpus - 1).unwrap();
+            }
             let mut heads: Vec<u32> = agents.iter().map(|a| a.head()).collect();
             while !stop.load(Ordering::Relaxed) {
                 for (k, (agent, &(i, o))) in agents.iter_mut().zip(&dirs).enumerate() {
