@@ -178,8 +178,8 @@ pub fn stalls(text: &str, cpu: usize, tids: &[u32]) -> Vec<HostWindow> {
                 } else if let Some((_, names)) = preempted.as_mut() {
                     // Every task that ran while the driver waited for its core held it, not only
                     // the first: with several, the scheduler's order decides which comes first.
-                    if field(next, "next_pid") != Some("0") && !names.split(" + ").any(|n| n == taken_by) {
-                        *names = format!("{names} + {taken_by}");
+                    if field(next, "next_pid") != Some("0") {
+                        add_cause(names, &taken_by);
                     }
                 }
             }
@@ -192,9 +192,7 @@ pub fn stalls(text: &str, cpu: usize, tids: &[u32]) -> Vec<HostWindow> {
         match joined.last_mut() {
             Some(last) if start <= last.1 + JOIN_NS => {
                 last.1 = last.1.max(end);
-                if !last.2.split(" + ").any(|n| n == name) {
-                    last.2 = format!("{} + {name}", last.2);
-                }
+                add_cause(&mut last.2, &name);
             }
             _ => joined.push((start, end, name)),
         }
@@ -205,6 +203,14 @@ pub fn stalls(text: &str, cpu: usize, tids: &[u32]) -> Vec<HostWindow> {
         .take(KEPT)
         .map(|(start_ns, end_ns, cause)| HostWindow { cpu, start_ns, end_ns, cause })
         .collect()
+}
+
+/// Adds `name` to the causes of one stall, `a + b + …`, unless it is there already.
+fn add_cause(causes: &mut String, name: &str) {
+    if !causes.split(" + ").any(|n| n == name) {
+        causes.push_str(" + ");
+        causes.push_str(name);
+    }
 }
 
 #[cfg(test)]
