@@ -66,7 +66,7 @@ impl CoreTrace {
         self.write("tracing_on", "0")?;
         let path = self.instance.join("trace");
         let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-        Ok(stalls(&text, self.cpu, tids))
+        Ok(stalls(&text, self.cpu, tids, &mut TaskNames::default()))
     }
 }
 
@@ -148,8 +148,9 @@ fn field<'a>(fields: &'a str, key: &str) -> Option<&'a str> {
 
 /// The stalls in trace `text` of `cpu`: interrupt handlers and softirqs, and the times a
 /// thread of `tids` was preempted until one ran again, with the work within [`JOIN_NS`] of
-/// each other joined into one stall, named after its parts.
-pub fn stalls(text: &str, cpu: usize, tids: &[u32]) -> Vec<HostWindow> {
+/// each other joined into one stall, named after its parts; a task that ran is named by
+/// `name` from its thread ID and command name.
+pub fn stalls(text: &str, cpu: usize, tids: &[u32], name: &mut impl NameTask) -> Vec<HostWindow> {
     let mut work: Vec<(u64, u64, String)> = Vec::new();
     let mut open: Vec<(u64, String)> = Vec::new();
     let mut preempted: Option<(u64, String)> = None;
@@ -168,7 +169,8 @@ pub fn stalls(text: &str, cpu: usize, tids: &[u32]) -> Vec<HostWindow> {
             }
             "sched_switch" => {
                 let (prev, next) = fields.split_once(" ==> ").unwrap_or((fields, ""));
-                let taken_by = format!("preempted by {}", field(next, "next_comm").unwrap_or("?"));
+                let next_pid = field(next, "next_pid").and_then(|p| p.parse::<u32>().ok());
+                let taken_by = format!("preempted by {}", name.name(next_pid, field(next, "next_comm").unwrap_or("?")));
                 if is_driver(field(prev, "prev_pid")) && field(prev, "prev_state").is_some_and(|s| s.starts_with('R')) {
                     preempted = Some((t, taken_by));
                 } else if is_driver(field(next, "next_pid")) {
@@ -178,7 +180,7 @@ pub fn stalls(text: &str, cpu: usize, tids: &[u32]) -> Vec<HostWindow> {
                 } else if let Some((_, names)) = preempted.as_mut() {
                     // Every task that ran while the driver waited for its core held it, not only
                     // the first: with several, the scheduler's order decides which comes first.
-                    if field(next, "next_pid") != Some("0") {
+                    if next_pid != Some(0) {
                         add_cause(names, &taken_by);
                     }
                 }
@@ -205,6 +207,67 @@ pub fn stalls(text: &str, cpu: usize, tids: &[u32]) -> Vec<HostWindow> {
         .collect()
 }
 
+/// How the tasks that held the driver's core are named in the results.
+pub trait NameTask {
+    fn name(&mut self, tid: Option<u32>, comm: &str) -> String;
+}
+
+/// Results are made to be published, and a machine's process list is its owner's business:
+/// kernel threads (Linux's own) and the processes this bench started are named, any other
+/// process only as such. An allowlist: a task this cannot place, gone by the end of the trial
+/// say, is another process.
+#[derive(Default)]
+pub struct TaskNames {
+    known: std::collections::HashMap<u32, bool>,
+}
+
+/// Another process than the bench's, named so in the results.
+pub const ANOTHER_PROCESS: &str = "another process";
+
+impl NameTask for TaskNames {
+    fn name(&mut self, tid: Option<u32>, comm: &str) -> String {
+        let Some(tid) = tid else { return ANOTHER_PROCESS.to_string() };
+        let named = *self.known.entry(tid).or_insert_with(|| is_kernel_thread(tid) || is_ours(tid));
+        if named {
+            comm.to_string()
+        } else {
+            ANOTHER_PROCESS.to_string()
+        }
+    }
+}
+
+/// The `PF_KTHREAD` flag of `/proc/TID/stat` (include/linux/sched.h).
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+fn is_kernel_thread(tid: u32) -> bool {
+    // `pid (comm) state ppid …`: the command name may hold spaces and parentheses, so the
+    // fields are counted after its last `)`; the flags are the ninth field.
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else { return false };
+    let flags = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(6)?.parse::<u64>().ok());
+    flags.is_some_and(|f| f & PF_KTHREAD != 0)
+}
+
+/// Whether thread `tid` belongs to this process or to one it started (at any depth).
+fn is_ours(tid: u32) -> bool {
+    let me = std::process::id();
+    let status = |pid: u32, key: &str| -> Option<u32> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        text.lines().find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+    };
+    let Some(mut pid) = status(tid, "Tgid:") else { return false };
+    // Process trees are shallow; the bound guards against a loop read across PID reuse.
+    for _ in 0..64 {
+        if pid == me {
+            return true;
+        }
+        match status(pid, "PPid:") {
+            Some(parent) if parent > 1 => pid = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// Adds `name` to the causes of one stall, `a + b + …`, unless it is there already.
 fn add_cause(causes: &mut String, name: &str) {
     if !causes.split(" + ").any(|n| n == name) {
@@ -216,6 +279,14 @@ fn add_cause(causes: &mut String, name: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every task by the name the trace gives it.
+    struct AsTraced;
+    impl NameTask for AsTraced {
+        fn name(&mut self, _: Option<u32>, comm: &str) -> String {
+            comm.to_string()
+        }
+    }
 
     const TRACE: &str = "\
 # tracer: nop
@@ -236,7 +307,7 @@ mod tests {
 
     #[test]
     fn kernel_work_on_the_drivers_core_is_a_stall_named_after_its_parts() {
-        let s = stalls(TRACE, 1, &[16118]);
+        let s = stalls(TRACE, 1, &[16118], &mut AsTraced);
         let at = |sec: f64| (sec * 1e9).round() as u64;
         // The 6 µs SCHED softirq is too short; the RCU softirq and the preemption that follows
         // it are one stall; the interrupt and its softirq another; the driver's own sleep none.
@@ -247,7 +318,7 @@ mod tests {
         assert_eq!(s[1].cause, "irq virtio3-tx + softirq NET_RX");
         assert!(s.iter().all(|w| w.cpu == 1));
         // Another process's preemption is not the driver's stall.
-        assert_eq!(stalls(TRACE, 1, &[4242]).len(), 2);
+        assert_eq!(stalls(TRACE, 1, &[4242], &mut AsTraced).len(), 2);
     }
 
     #[test]
@@ -258,10 +329,28 @@ mod tests {
       intruder-78      [001] d..2. 100.008000: sched_switch: prev_comm=intruder prev_pid=78 prev_prio=120 prev_state=R ==> next_comm=sh next_pid=79 next_prio=120
             sh-79      [001] d..2. 100.012000: sched_switch: prev_comm=sh prev_pid=79 prev_prio=120 prev_state=R ==> next_comm=fwd next_pid=16118 next_prio=120
 ";
-        let s = stalls(trace, 1, &[16118]);
+        let s = stalls(trace, 1, &[16118], &mut AsTraced);
         assert_eq!(s.len(), 1, "{s:?}");
         assert_eq!((s[0].start_ns, s[0].end_ns), (100_000_000_000, 100_012_000_000));
         assert_eq!(s[0].cause, "preempted by sh + preempted by intruder");
+    }
+
+    #[test]
+    fn only_kernel_threads_and_the_benchs_own_processes_are_named() {
+        let mut names = TaskNames::default();
+        // kthreadd, the parent of every kernel thread, is thread 2 outside PID namespaces.
+        assert_eq!(std::fs::read_to_string("/proc/2/comm").unwrap().trim(), "kthreadd");
+        assert_eq!(names.name(Some(2), "kthreadd"), "kthreadd");
+        assert_eq!(names.name(Some(std::process::id()), "bench"), "bench");
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let of_child = names.name(Some(child.id()), "sleep");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(of_child, "sleep");
+        // init is nobody's child; a thread that is gone cannot be placed.
+        assert_eq!(names.name(Some(1), "init"), ANOTHER_PROCESS);
+        assert_eq!(names.name(Some(u32::MAX), "gone"), ANOTHER_PROCESS);
+        assert_eq!(names.name(None, "?"), ANOTHER_PROCESS);
     }
 
     #[test]
