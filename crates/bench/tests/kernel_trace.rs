@@ -46,10 +46,11 @@ fn a_thread_that_shares_the_drivers_core_is_seen_preempting_it_by_name() {
     // milliseconds, so the driver is preempted by the intruder many times.
     let intruder = spinner("intruder", cpu, stop.clone());
     std::thread::sleep(Duration::from_millis(300));
+    // Read while both threads live: the bench names a task only if /proc shows it its own.
+    let stalls = trace.end(&[tid]).unwrap();
     stop.store(true, Ordering::Relaxed);
     driver.join().unwrap();
     intruder.join().unwrap();
-    let stalls = trace.end(&[tid]).unwrap();
     let preempted: Vec<_> = stalls.iter().filter(|w| w.cause.contains("preempted by intruder")).collect();
     assert!(!preempted.is_empty(), "{stalls:?}");
     for w in &preempted {
