@@ -170,9 +170,11 @@ pub fn stalls(text: &str, cpu: usize, tids: &[u32], name: &mut impl NameTask) ->
             "sched_switch" => {
                 let (prev, next) = fields.split_once(" ==> ").unwrap_or((fields, ""));
                 let next_pid = field(next, "next_pid").and_then(|p| p.parse::<u32>().ok());
-                let taken_by = format!("preempted by {}", name.name(next_pid, field(next, "next_comm").unwrap_or("?")));
+                // Named only where a preemption is recorded: placing a task reads /proc.
+                let mut taken_by =
+                    || format!("preempted by {}", name.name(next_pid, field(next, "next_comm").unwrap_or("?")));
                 if is_driver(field(prev, "prev_pid")) && field(prev, "prev_state").is_some_and(|s| s.starts_with('R')) {
-                    preempted = Some((t, taken_by));
+                    preempted = Some((t, taken_by()));
                 } else if is_driver(field(next, "next_pid")) {
                     if let Some((start, name)) = preempted.take() {
                         work.push((start, t, name));
@@ -181,7 +183,7 @@ pub fn stalls(text: &str, cpu: usize, tids: &[u32], name: &mut impl NameTask) ->
                     // Every task that ran while the driver waited for its core held it, not only
                     // the first: with several, the scheduler's order decides which comes first.
                     if next_pid != Some(0) {
-                        add_cause(names, &taken_by);
+                        add_cause(names, &taken_by());
                     }
                 }
             }
@@ -249,18 +251,15 @@ fn is_kernel_thread(tid: u32) -> bool {
 
 /// Whether thread `tid` belongs to this process or to one it started (at any depth).
 fn is_ours(tid: u32) -> bool {
+    use platform::process::status_field;
     let me = std::process::id();
-    let status = |pid: u32, key: &str| -> Option<u32> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        text.lines().find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
-    };
-    let Some(mut pid) = status(tid, "Tgid:") else { return false };
+    let Some(mut pid) = status_field(tid, "Tgid:") else { return false };
     // Process trees are shallow; the bound guards against a loop read across PID reuse.
     for _ in 0..64 {
         if pid == me {
             return true;
         }
-        match status(pid, "PPid:") {
+        match status_field(pid, "PPid:") {
             Some(parent) if parent > 1 => pid = parent,
             _ => return false,
         }

@@ -99,8 +99,7 @@ struct Server {
 
 /// The process (thread group) of thread `tid`.
 fn process_of(tid: u32) -> u32 {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).unwrap_or_default();
-    status.lines().find_map(|l| l.strip_prefix("Tgid:")?.trim().parse().ok()).unwrap_or(tid)
+    platform::process::status_field(tid, "Tgid:").unwrap_or(tid)
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {

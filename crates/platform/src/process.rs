@@ -50,6 +50,12 @@ pub fn children(pid: u32) -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// A numeric field of `/proc/TID/status` (`Tgid:`, `PPid:` …); `None` once the thread is gone.
+pub fn status_field(tid: u32, key: &str) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+}
+
 /// Reaps every child that has exited, without waiting; returns how many. Only for a process
 /// that does not wait for any child of its own at the same time (it would take its status).
 pub fn reap_orphans() -> usize {
