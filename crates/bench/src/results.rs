@@ -1,7 +1,7 @@
 //! What `safenic bench --out DIR` writes to `results.json`, read back and checked before the
 //! bench calls a run good.
 
-use crate::rfc2544::{Found, SetAside};
+use crate::rfc2544::{self, Found, SetAside};
 use serde::{Deserialize, Serialize};
 
 /// The median of `values`; NaN if there are none.
@@ -156,6 +156,32 @@ pub struct Results {
 }
 
 impl Results {
+    /// Names by [`rfc2544::driver_or_unseen_stall`] every figure written as the driver's:
+    /// results written before that rule existed get it from their own trial logs.
+    pub fn name_unseen_stalls(&mut self) {
+        for row in &mut self.rows {
+            for (r, found) in row.searches.iter().enumerate() {
+                let relabel = |label: &mut String, rate_mpps: f64, tolerance: f64| {
+                    if label == "driver" {
+                        *label = rfc2544::driver_or_unseen_stall(&found.log, rate_mpps * 1e6, tolerance).to_string();
+                    }
+                };
+                if let (Some(label), Some(&rate)) = (row.limited_by.get_mut(r), row.throughput_mpps.values.get(r)) {
+                    relabel(label, rate, found.loss_tolerance);
+                }
+                for (labels, rate, goal) in [
+                    (&mut row.ndr_limited_by, &row.ndr_mpps, rfc2544::NDR),
+                    (&mut row.pdr_limited_by, &row.pdr_mpps, rfc2544::PDR),
+                ] {
+                    let rate = rate.as_ref().and_then(|s| s.values.get(r));
+                    if let (Some(label), Some(&rate)) = (labels.get_mut(r), rate) {
+                        relabel(label, rate, goal.loss_tolerance);
+                    }
+                }
+            }
+        }
+    }
+
     /// Checks that every driver × model × frame size has a row with sane figures (one per
     /// repetition; finite; throughput between zero and the line rate; latency percentiles
     /// positive and in order; instructions and cycles positive, cycles above instructions),
@@ -333,6 +359,41 @@ mod tests {
         r.host_stalls.after =
             vec![crate::host::CoreStalls { seconds: 0.0, ..crate::host::CoreStalls::of(1, 1.0, &[]) }];
         assert!(r.validate(&drivers, &models).unwrap_err().contains("CPU 1: not a sane record"));
+    }
+
+    #[test]
+    fn results_written_before_the_rule_name_their_unseen_stalls_from_their_own_logs() {
+        // One search: 20 Mpps passed; 21 Mpps failed, by 40 frames all in receive-tail stalls
+        // no host stall covered (repetition 0), or by 40 frames of which 1 outside (repetition 1).
+        let trial = |rate_mpps: f64, lost: u64, in_stalls: u64| crate::rfc2544::Trial {
+            rate_pps: rate_mpps * 1e6,
+            offered: 2_000_000,
+            received: 2_000_000 - lost,
+            tail_stall_drops: in_stalls,
+            ..Default::default()
+        };
+        let search = |lost_outside: u64| {
+            let mut f: Found = serde_json::from_value(serde_json::json!({
+                "rate_pps": 20e6, "line_rate_pps": 29.76e6, "trials": 2, "nicsim_limited_at": [], "log": []
+            }))
+            .unwrap();
+            f.log = vec![trial(20.0, 0, 0), trial(21.0, 40, 40 - lost_outside)];
+            f
+        };
+        let mut r = results(vec![row("rust", &[41.0, 41.5])]);
+        let row = &mut r.rows[0];
+        row.searches = vec![search(0), search(1)];
+        row.throughput_mpps = Spread::of(&[20.0, 20.0]);
+        row.ndr_mpps = Some(Spread::of(&[20.0, 20.0]));
+        row.ndr_limited_by = vec!["driver".into(), "driver".into()];
+        row.pdr_limited_by = vec!["driver".into(), "host".into()];
+        r.name_unseen_stalls();
+        let row = &r.rows[0];
+        assert_eq!(row.limited_by, ["unseen stall", "driver"]);
+        assert_eq!(row.ndr_limited_by, ["unseen stall", "driver"]);
+        // The PDR's own figure (21 Mpps) has no failed rate above it in this log; a label other
+        // than the driver's is kept.
+        assert_eq!(row.pdr_limited_by, ["driver", "host"]);
     }
 
     #[test]

@@ -151,12 +151,17 @@ enum Cmd {
         #[arg(long)]
         splice: Option<PathBuf>,
     },
-    /// Draw the bench's figures again from a results.json it wrote (SVG and PNG into DIR).
+    /// Draw the bench's figures again from a results.json it wrote (SVG and PNG into DIR), with
+    /// what set each figure named by the current rules from the run's own trial logs.
     Figures {
         /// The results.json of a `safenic bench --out` run.
         results: PathBuf,
         /// Where to write the figures.
         dir: PathBuf,
+        /// Also write the tables: results.md beside RESULTS, RESULTS itself with the labels
+        /// named again, and FILE between its `safenic bench` markers (as `bench --splice`).
+        #[arg(long, value_name = "FILE")]
+        splice: Option<PathBuf>,
     },
     /// Prove from the release binary that the hot paths contain no run-time checks, print the
     /// size table and the unsafe budget; exit 1 if a check or misplaced unsafe is found. Runs
@@ -395,7 +400,7 @@ fn main() -> ExitCode {
             gen::run(&gen::Options { port, sysfs, rate, size, count, seconds })
         }
         Cmd::Audit { binary, root, json } => run_audit(binary, root, json),
-        Cmd::Figures { results, dir } => report::redraw(&results, &dir),
+        Cmd::Figures { results, dir, splice } => report::redraw(&results, &dir, splice.as_deref()),
         Cmd::Chaos { only, modes, seconds, seed, out, splice } => {
             let modes = if modes.is_empty() { vec![Mode::Restricted, Mode::Const, Mode::Flexible] } else { modes };
             let dose = seconds

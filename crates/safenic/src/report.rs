@@ -360,11 +360,25 @@ fn write_results(dir: &Path, o: &Options, results: &Results, text: &str) -> Resu
 }
 
 /// `safenic figures`: the figures of a results.json written by an earlier run, into `dir`.
-pub fn redraw(results: &Path, dir: &Path) -> Result<(), String> {
-    let r: Results = std::fs::read_to_string(results)
+/// With `splice`, also the tables: results.md beside `results`, `results` rewritten with the
+/// labels named again, and the tables spliced into that file.
+pub fn redraw(results: &Path, dir: &Path, splice: Option<&Path>) -> Result<(), String> {
+    let mut r: Results = std::fs::read_to_string(results)
         .map_err(|e| e.to_string())
         .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
         .map_err(|e| format!("{}: {e} (give a results.json written by safenic bench --out)", results.display()))?;
+    r.name_unseen_stalls();
+    if let Some(file) = splice {
+        let text = markdown::of(&r);
+        let document = std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+        let spliced = self::splice(&document, &text).map_err(|e| format!("{}: {e}", file.display()))?;
+        let json = serde_json::to_string_pretty(&r).map_err(|e| format!("encoding results: {e}"))?;
+        std::fs::write(results, json).map_err(|e| format!("writing {}: {e}", results.display()))?;
+        let md = results.with_file_name("results.md");
+        std::fs::write(&md, &text).map_err(|e| format!("writing {}: {e}", md.display()))?;
+        std::fs::write(file, spliced).map_err(|e| format!("writing {}: {e}", file.display()))?;
+        eprintln!("safenic figures: rewrote {}, {} and {}", results.display(), md.display(), file.display());
+    }
     let n = figures::draw(&r, dir)?;
     eprintln!("safenic figures: wrote {n} figures in {}", dir.display());
     Ok(())

@@ -23,7 +23,13 @@ pub fn of(r: &Results) -> String {
           the same search, with a trial set aside and run again when every frame it lost beyond the \
           goal was dropped in a receive-tail stall that a host stall covered: kernel work or another task on \
           the driver's core, from the kernel's trace events, or a stall of nicsim's core (docs/results.md). \
-          \"Zero loss, nothing set aside\" is RFC 2544's figure with every trial counted.\n\n";
+          \"Zero loss, nothing set aside\" is RFC 2544's figure with every trial counted. \
+          \"Limited by\" names what failed the lowest rate tried above the figure: the line rate, nicsim \
+          (it fell behind in every try), the host (its stalls lost the frames of every try), an unseen \
+          stall (every frame too many was dropped while the driver left its receive tail alone for 20 µs \
+          or more, and no trace event or stall of nicsim's core covers it: the driver paused or the \
+          hypervisor took its core; not a rate the driver fails to keep up with) or the driver (it lost \
+          frames while it ran).\n\n";
     t += "| driver | model | NDR, Mpps (64 B) | PDR, Mpps | trials set aside (NDR, PDR) | zero loss, nothing set aside | limited by (NDR) | forwarded at line rate, Mpps | instructions/packet | estimated cycles/packet |\n";
     t += "|---|---|---|---|---|---|---|---|---|---|\n";
     for row in r.rows.iter().filter(|row| row.frame_size == 64) {
