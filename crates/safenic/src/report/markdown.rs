@@ -1,6 +1,16 @@
 //! The bench's results as Markdown: what `safenic bench` prints and writes to `results.md`.
 
-use bench::results::{Results, Spread};
+use bench::results::{Ratio, Results, Row, Spread};
+
+/// In how many repetitions both figures of ratio `x` (at 64 bytes) were set by the drivers or
+/// the line rate, as `labels` gives what set them; of how many.
+fn drivers_own(r: &Results, x: &Ratio, labels: fn(&Row) -> &[String]) -> (usize, usize) {
+    let row = |driver: &str| r.rows.iter().find(|w| w.frame_size == 64 && w.model == x.model && w.driver == driver);
+    let (Some(a), Some(b)) = (row(&x.driver), row(&x.baseline)) else { return (0, 0) };
+    let own = |label: &String| label == "driver" || label == "line rate";
+    let pairs = labels(a).iter().zip(labels(b));
+    (pairs.clone().filter(|(p, q)| own(p) && own(q)).count(), pairs.count())
+}
 
 pub fn of(r: &Results) -> String {
     let mut t = format!(
@@ -80,10 +90,17 @@ pub fn of(r: &Results) -> String {
         }
     }
     if !r.ratios.is_empty() {
-        t += "\nRatios inside each repetition (below 1: fewer than the baseline):\n\n";
+        t += "\nRatios inside each repetition (below 1: fewer than the baseline). An NDR or PDR ratio \
+              counts every repetition; after it, in how many of them both figures were the drivers' own \
+              (limited by the driver or the line rate, not by nicsim, the host or an unseen stall):\n\n";
         t += "| model | ratio | instructions/packet | estimated cycles/packet | NDR | PDR |\n|---|---|---|---|---|---|\n";
         for x in &r.ratios {
-            let rate = |s: &Option<Spread>| s.as_ref().map_or("–".into(), |s| s.show(3));
+            let rate = |s: &Option<Spread>, labels: fn(&Row) -> &[String]| {
+                s.as_ref().map_or("–".into(), |s| {
+                    let (own, of) = drivers_own(r, x, labels);
+                    format!("{}; {own} of {of} the drivers' own", s.show(3))
+                })
+            };
             t += &format!(
                 "| {} | {} / {} | {} | {} | {} | {} |\n",
                 x.model,
@@ -91,8 +108,8 @@ pub fn of(r: &Results) -> String {
                 x.baseline,
                 x.instructions.show(3),
                 x.estimated_cycles.show(3),
-                rate(&x.ndr),
-                rate(&x.pdr)
+                rate(&x.ndr, |row| &row.ndr_limited_by),
+                rate(&x.pdr, |row| &row.pdr_limited_by)
             );
         }
     }
@@ -180,4 +197,34 @@ fn host_stalls(r: &Results) -> String {
         lines(&s.before),
         lines(&s.after)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_ratio_says_in_how_many_repetitions_both_figures_were_the_drivers_own() {
+        let committed = include_str!("../../../../docs/bench/results.json");
+        let mut r: Results = serde_json::from_str(committed).unwrap();
+        let labels = |names: [&str; 3]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        for row in r.rows.iter_mut().filter(|w| w.frame_size == 64 && w.model == "const") {
+            match row.driver.as_str() {
+                "rust" => {
+                    row.ndr_limited_by = labels(["driver", "unseen stall", "line rate"]);
+                    row.pdr_limited_by = labels(["nicsim", "host", "unseen stall"]);
+                }
+                "c-gcc" => {
+                    row.ndr_limited_by = labels(["driver", "driver", "driver"]);
+                    row.pdr_limited_by = labels(["driver", "driver", "line rate"]);
+                }
+                _ => {}
+            }
+        }
+        let text = of(&r);
+        let line = text.lines().find(|l| l.starts_with("| const | rust / c-gcc |")).unwrap();
+        let cells: Vec<&str> = line.split(" | ").collect();
+        assert!(cells[4].ends_with("; 2 of 3 the drivers' own"), "{line}");
+        assert!(cells[5].ends_with("; 0 of 3 the drivers' own |"), "{line}");
+    }
 }
