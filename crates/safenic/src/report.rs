@@ -370,13 +370,12 @@ pub fn redraw(results: &Path, dir: &Path, splice: Option<&Path>) -> Result<(), S
     r.name_unseen_stalls();
     if let Some(file) = splice {
         let text = markdown::of(&r);
-        let document = std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
-        let spliced = self::splice(&document, &text).map_err(|e| format!("{}: {e}", file.display()))?;
+        // The file first: without its markers it is refused before anything is written.
+        splice_file(file, (SPLICE_BEGIN, SPLICE_END), &text)?;
         let json = serde_json::to_string_pretty(&r).map_err(|e| format!("encoding results: {e}"))?;
         std::fs::write(results, json).map_err(|e| format!("writing {}: {e}", results.display()))?;
         let md = results.with_file_name("results.md");
         std::fs::write(&md, &text).map_err(|e| format!("writing {}: {e}", md.display()))?;
-        std::fs::write(file, spliced).map_err(|e| format!("writing {}: {e}", file.display()))?;
         eprintln!("safenic figures: rewrote {}, {} and {}", results.display(), md.display(), file.display());
     }
     let n = figures::draw(&r, dir)?;
