@@ -97,9 +97,15 @@ struct Server {
     last_thread: (u32, u32),
 }
 
-/// The process (thread group) of thread `tid`.
+/// The process on whose behalf thread `tid` accesses a file: its own (thread group), or the
+/// child it traces, for `nicsim exec` serving a mapped BAR's accesses for the driver
+/// (`crate::exec::run_trapping_bars`), so that the driver's memory is the one adopted for DMA.
 fn process_of(tid: u32) -> u32 {
-    platform::process::status_field(tid, "Tgid:").unwrap_or(tid)
+    let tgid = platform::process::status_field(tid, "Tgid:").unwrap_or(tid);
+    platform::process::children(tgid)
+        .into_iter()
+        .find(|&child| platform::process::status_field(child, "TracerPid:") == Some(tgid))
+        .unwrap_or(tgid)
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {

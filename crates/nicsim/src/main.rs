@@ -525,11 +525,17 @@ the card: a driver that adds up successive reads (DPDK does) over-counts after i
 /// Runs `command` where nicsim's functions are the machine's (see `nicsim::exec`), then prints
 /// nicsim's own counts beside whatever the command printed, and exits as the command did.
 fn exec(root: &Path, uio: bool, command: &[String]) -> Result<(), String> {
+    let trapped = nicsim::exec::trapped_bars(root);
     nicsim::exec::enter(root, uio)?;
     eprintln!("{EXEC_BANNER}");
     platform::signals::install_termination_flag().map_err(|e| e.to_string())?;
     let mut cmd = std::process::Command::new(&command[0]);
     cmd.args(&command[1..]);
+    if !trapped.is_empty() {
+        let code = nicsim::exec::run_trapping_bars(platform::process::die_with_parent(&mut cmd), &trapped)?;
+        print_own_counts(root);
+        std::process::exit(code);
+    }
     let mut child = platform::process::die_with_parent(&mut cmd)
         .spawn()
         .map_err(|e| format!("cannot run {}: {e} (is it installed and on PATH?)", command[0]))?;
@@ -545,6 +551,13 @@ fn exec(root: &Path, uio: bool, command: &[String]) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    print_own_counts(root);
+    use std::os::unix::process::ExitStatusExt;
+    std::process::exit(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// nicsim's exact counts, printed after the command's own.
+fn print_own_counts(root: &Path) {
     if let Ok(stats) = Session::connect(root).stats() {
         eprintln!("nicsim exec: nicsim's own counts, exact (a driver's may differ: docs/nicsim.md, counters):");
         for p in &stats.ports {
@@ -562,8 +575,6 @@ fn exec(root: &Path, uio: bool, command: &[String]) -> Result<(), String> {
             );
         }
     }
-    use std::os::unix::process::ExitStatusExt;
-    std::process::exit(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 
 fn print_totals(s: &Stats) -> Result<(), String> {

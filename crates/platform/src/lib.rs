@@ -27,6 +27,7 @@ pub mod process;
 pub mod sched;
 pub mod signals;
 pub mod tap;
+pub mod trace;
 pub mod valgrind;
 
 pub use error::PlatformError;

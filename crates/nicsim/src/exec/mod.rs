@@ -22,7 +22,11 @@ pub fn dpdk_missed_a_deadline(log: &str) -> bool {
     .iter()
     .any(|m| log.contains(m))
 }
+mod mmio_trap;
+pub mod x86;
+
 use crate::sysfs;
+pub use mmio_trap::run_trapping_bars;
 use std::path::{Path, PathBuf};
 
 /// Where ixy and its ports expect a hugetlbfs mount.
@@ -63,4 +67,16 @@ pub fn enter(root: &Path, uio: bool) -> Result<(), String> {
         platform::ns::mount_hugetlbfs(huge).map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// The BARs under `root` that a driver may map but that must be served access by access
+/// ([`run_trapping_bars`]): the modern interface's BAR4 (`resource4`) of every virtio function.
+pub fn trapped_bars(root: &Path) -> Vec<PathBuf> {
+    let vendor = format!("{:#06x}", crate::virtio::VENDOR_VIRTIO);
+    (0..)
+        .map(|n| root.join("devices").join(sysfs::port_address(n)))
+        .take_while(|dir| dir.is_dir())
+        .filter(|dir| std::fs::read_to_string(dir.join("vendor")).is_ok_and(|v| v.trim() == vendor))
+        .map(|dir| dir.join("resource4"))
+        .collect()
 }

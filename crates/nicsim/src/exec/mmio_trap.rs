@@ -1,0 +1,211 @@
+//! Serving, one access at a time, a BAR that a driver maps with `mmap`, as a hypervisor serves
+//! MMIO. The modern virtio interface has registers that act on each access (`queue_select` and
+//! the feature selectors change what the next read returns [virtio 1.2 §4.1.4.3]), which a
+//! shared page cannot do. So the command runs under ptrace: its `mmap` of a trapped
+//! `resourceN` becomes an inaccessible anonymous mapping of the same length, every access there
+//! faults, and nicsim decodes the instruction ([`super::x86`]), performs the access with
+//! `pread`/`pwrite` on the BAR's file (which acts on it, docs/nicsim.md), writes the result
+//! into the register and steps past it. Only `mmap` and `munmap` stop the command (a seccomp
+//! filter); everything else runs at full speed.
+
+use super::x86::{self, Access, Source};
+use platform::trace::{linux, Stop, Traced};
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A BAR whose mappings are served access by access.
+struct Bar {
+    path: PathBuf,
+    file: File,
+    /// (device, inode), to recognise the file behind a descriptor of the command.
+    id: (u64, u64),
+}
+
+/// A trapped mapping in one process of the command.
+struct Mapping {
+    tgid: u32,
+    start: u64,
+    len: u64,
+    bar: usize,
+    /// Where in the BAR the mapping starts.
+    offset: u64,
+}
+
+/// `mmap` and `munmap` (x86-64).
+const TRACED_SYSCALLS: [i64; 2] = [linux::SYS_mmap, linux::SYS_munmap];
+
+/// Runs `command` with its mappings of `bars` served access by access; returns its exit code
+/// (128 + the signal that ended it). SIGINT and SIGTERM to this process are passed on once.
+pub fn run_trapping_bars(command: &mut Command, bars: &[PathBuf]) -> Result<i32, String> {
+    let program = command.get_program().to_string_lossy().into_owned();
+    let mut traced = Traced::spawn(command, &TRACED_SYSCALLS).map_err(|e| {
+        format!("cannot run {program} under ptrace: {e} (is it installed and on PATH, and ptrace allowed?)")
+    })?;
+    // Opened once the command runs, so that nicsim counts these accesses as the command's.
+    let bars = bars
+        .iter()
+        .map(|path| {
+            let file =
+                File::options().read(true).write(true).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let m = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok(Bar { path: path.clone(), file, id: (m.dev(), m.ino()) })
+        })
+        .collect::<Result<Vec<_>, String>>();
+    let bars = match bars {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = traced.kill(linux::SIGKILL);
+            return Err(e);
+        }
+    };
+    let mut trap = Trap { bars, mappings: Vec::new(), pending: HashMap::new() };
+    let mut forwarded = false;
+    loop {
+        let stop = traced.next_stop().map_err(|e| format!("tracing {program}: {e}"))?;
+        let resumed = match stop {
+            Stop::Exited { tid, code } if tid == traced.pid => return Ok(code),
+            Stop::Exited { .. } => Ok(()),
+            Stop::Interrupted => {
+                if platform::signals::terminate_requested() && !forwarded {
+                    forwarded = true;
+                    let _ = traced.kill(linux::SIGTERM);
+                }
+                Ok(())
+            }
+            Stop::Event { tid } => traced.resume(tid, 0),
+            // Job control would stop a traced command for good: it is not passed on.
+            Stop::Signal { tid, signal }
+                if [linux::SIGSTOP, linux::SIGTSTP, linux::SIGTTIN, linux::SIGTTOU].contains(&signal) =>
+            {
+                traced.resume(tid, 0)
+            }
+            Stop::Signal { tid, signal } => traced.resume(tid, signal),
+            Stop::SyscallEntry { tid } => trap.syscall_entry(&traced, tid),
+            Stop::SyscallExit { tid, ret } => {
+                trap.syscall_exit(tid, ret);
+                traced.resume(tid, 0)
+            }
+            Stop::Fault { tid, addr } => match trap.serve(&traced, tid, addr) {
+                Ok(true) => traced.resume(tid, 0),
+                Ok(false) => traced.resume(tid, linux::SIGSEGV),
+                Err(why) => {
+                    eprintln!("nicsim exec: {why}");
+                    traced.resume(tid, linux::SIGSEGV)
+                }
+            },
+        };
+        // A thread killed while stopped (the command exiting) cannot be resumed: not an error.
+        if let Err(e) = resumed {
+            if e.raw_os_error() != Some(linux::ESRCH) {
+                return Err(format!("tracing {program}: {e}"));
+            }
+        }
+    }
+}
+
+struct Trap {
+    bars: Vec<Bar>,
+    mappings: Vec<Mapping>,
+    /// Threads inside an `mmap` of a BAR: which BAR, where in it, how long.
+    pending: HashMap<u32, (usize, u64, u64)>,
+}
+
+fn tgid(tid: u32) -> u32 {
+    platform::process::status_field(tid, "Tgid:").unwrap_or(tid)
+}
+
+impl Trap {
+    fn bar_behind(&self, tid: u32, fd: i32) -> Option<usize> {
+        let m = std::fs::metadata(format!("/proc/{tid}/fd/{fd}")).ok()?;
+        self.bars.iter().position(|b| b.id == (m.dev(), m.ino()))
+    }
+
+    /// At `mmap` of a BAR: map inaccessible anonymous memory instead, where the command asked
+    /// (MAP_FIXED kept), and note it at the exit. At `munmap`: forget what it covers.
+    fn syscall_entry(&mut self, traced: &Traced, tid: u32) -> std::io::Result<()> {
+        let mut regs = traced.registers(tid)?;
+        let args = regs.syscall_args();
+        if regs.syscall == linux::SYS_munmap as u64 {
+            let (start, end, tgid) = (args[0], args[0].saturating_add(args[1]), tgid(tid));
+            self.mappings.retain(|m| m.tgid != tgid || m.start + m.len <= start || end <= m.start);
+            return traced.resume(tid, 0);
+        }
+        let Some(bar) = self.bar_behind(tid, args[4] as i32) else { return traced.resume(tid, 0) };
+        self.pending.insert(tid, (bar, args[5], args[1]));
+        let placement = args[3] & (linux::MAP_FIXED | linux::MAP_FIXED_NOREPLACE) as u64;
+        regs.set_syscall_arg(2, linux::PROT_NONE as u64);
+        regs.set_syscall_arg(3, (linux::MAP_PRIVATE | linux::MAP_ANONYMOUS) as u64 | placement);
+        regs.set_syscall_arg(4, u64::MAX);
+        regs.set_syscall_arg(5, 0);
+        traced.set_registers(tid, &regs)?;
+        traced.resume_to_syscall_exit(tid)
+    }
+
+    fn syscall_exit(&mut self, tid: u32, ret: i64) {
+        let Some((bar, offset, len)) = self.pending.remove(&tid) else { return };
+        // -4095..-1 are errors [syscall(2)].
+        if !(-4095..0).contains(&ret) {
+            self.mappings.push(Mapping { tgid: tgid(tid), start: ret as u64, len, bar, offset });
+        }
+    }
+
+    /// Performs the access at `addr` if it lies in a trapped mapping: `Ok(false)` if not (a
+    /// real fault, delivered as such).
+    fn serve(&mut self, traced: &Traced, tid: u32, addr: u64) -> Result<bool, String> {
+        let tgid = tgid(tid);
+        let Some(m) = self.mappings.iter().find(|m| m.tgid == tgid && m.start <= addr && addr - m.start < m.len) else {
+            return Ok(false);
+        };
+        let bar = &self.bars[m.bar];
+        let offset = m.offset + (addr - m.start);
+        let mut regs = traced.registers(tid).map_err(|e| e.to_string())?;
+        let code = instruction_bytes(tid, regs.rip);
+        let decoded = x86::decode(&code).ok_or_else(|| {
+            format!(
+                "cannot serve the access at {:#x} to {} (instruction {:02x?} at {:#x}): only moves to or from memory are served (docs/nicsim.md)",
+                offset,
+                bar.path.display(),
+                &code[..code.len().min(8)],
+                regs.rip
+            )
+        })?;
+        let failed = |e: std::io::Error| format!("{} at {offset:#x}: {e}", bar.path.display());
+        match decoded.access {
+            Access::Store { size, value } => {
+                let v = match value {
+                    Source::Register(r) => x86::register_value(&regs.gp, r),
+                    Source::Immediate(v) => v,
+                };
+                bar.file.write_all_at(&v.to_le_bytes()[..size], offset).map_err(failed)?;
+            }
+            Access::Load { size, reg, into } => {
+                let mut raw = [0u8; 8];
+                bar.file.read_exact_at(&mut raw[..size], offset).map_err(failed)?;
+                let n = x86::register_index(reg);
+                regs.gp[n] = x86::load_into(regs.gp[n], u64::from_le_bytes(raw), size, reg, into);
+            }
+        }
+        regs.rip += decoded.len as u64;
+        traced.set_registers(tid, &regs).map_err(|e| e.to_string())?;
+        Ok(true)
+    }
+}
+
+/// Up to 15 bytes (the longest instruction) at `rip` in thread `tid`'s memory; fewer where
+/// the code ends at an unmapped page.
+fn instruction_bytes(tid: u32, rip: u64) -> Vec<u8> {
+    let Ok(mem) = File::open(Path::new(&format!("/proc/{tid}/mem"))) else { return Vec::new() };
+    let mut code = vec![0u8; 15];
+    let mut have = 0;
+    while have < code.len() {
+        match mem.read_at(&mut code[have..], rip + have as u64) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => have += n,
+        }
+    }
+    code.truncate(have);
+    code
+}
