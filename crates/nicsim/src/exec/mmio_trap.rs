@@ -25,6 +25,7 @@ struct Bar {
 }
 
 /// A trapped mapping in one process of the command.
+#[derive(Clone, Copy)]
 struct Mapping {
     tgid: u32,
     start: u64,
@@ -156,9 +157,15 @@ impl Trap {
     /// real fault, delivered as such).
     fn serve(&mut self, traced: &Traced, tid: u32, addr: u64) -> Result<bool, String> {
         let tgid = tgid(tid);
-        let Some(m) = self.mappings.iter().find(|m| m.tgid == tgid && m.start <= addr && addr - m.start < m.len) else {
-            return Ok(false);
-        };
+        let covers = |m: &&Mapping, owner: u32| m.tgid == owner && m.start <= addr && addr - m.start < m.len;
+        if !self.mappings.iter().any(|m| covers(&m, tgid)) {
+            // A forked child inherits its parent's mappings, trapped ones included.
+            let parent = platform::process::status_field(tgid, "PPid:").unwrap_or(0);
+            let Some(m) = self.mappings.iter().find(|m| covers(m, parent)) else { return Ok(false) };
+            let inherited = Mapping { tgid, ..*m };
+            self.mappings.push(inherited);
+        }
+        let Some(m) = self.mappings.iter().find(|m| covers(m, tgid)) else { return Ok(false) };
         let bar = &self.bars[m.bar];
         let offset = m.offset + (addr - m.start);
         let mut regs = traced.registers(tid).map_err(|e| e.to_string())?;
