@@ -216,7 +216,9 @@ fn grant(path: &Path, mounts: &[(PathBuf, String)], out: &mut Vec<PathBuf>) {
     if !is_storage(fstype_of(mounts, path)) {
         return;
     }
-    if below.is_empty() {
+    // Rules cover what lies beneath across mounts, so a tree whose mounts are all storage
+    // (nicsim's FUSE file system under /dev/shm) is granted whole, new entries included.
+    if below.iter().all(|m| is_storage(fstype_of(mounts, m))) {
         out.push(path.to_path_buf());
         return;
     }
@@ -302,6 +304,30 @@ mod tests {
         assert_eq!(out, [s.join("files"), s.join("shm")], "not proc, not the symbolic link to it");
         assert_eq!(fstype_of(&mounts, &s.join("shm/deep")), "tmpfs");
         assert_eq!(fstype_of(&mounts, &s.join("proc/self/mem")), "proc");
+    }
+
+    /// Another nicsim's FUSE file system in /dev/shm made every scratch directory created
+    /// there after confinement read-only: a storage tree whose mounts are all storage is
+    /// granted whole, so that what is created in it later stays writable.
+    #[test]
+    fn a_storage_tree_with_only_storage_mounts_beneath_is_granted_whole() {
+        let scratch = crate::fs::ScratchDir::new("platform-unit", "confine-whole").unwrap();
+        let s = scratch.path();
+        std::fs::create_dir_all(s.join("shm/nicsim/io-bars")).unwrap();
+        let mounts = vec![
+            (s.to_path_buf(), "tmpfs".to_string()),
+            (s.join("shm"), "tmpfs".to_string()),
+            (s.join("shm/nicsim/io-bars"), "fuse.nicsim".to_string()),
+        ];
+        let mut out = Vec::new();
+        grant(s, &mounts, &mut out);
+        assert_eq!(out, [s.to_path_buf()]);
+        let mounts = [mounts, vec![(s.join("shm/nicsim/proc"), "proc".to_string())]].concat();
+        std::fs::create_dir(s.join("shm/nicsim/proc")).unwrap();
+        let mut out = Vec::new();
+        grant(s, &mounts, &mut out);
+        out.sort();
+        assert_eq!(out, [s.join("shm/nicsim/io-bars")], "around a mount that is not storage, never beneath it");
     }
 
     #[test]
