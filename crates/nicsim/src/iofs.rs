@@ -101,7 +101,7 @@ struct Server {
 /// child it traces, for `nicsim exec` serving a mapped BAR's accesses for the driver
 /// (`crate::exec::run_trapping_bars`), so that the driver's memory is the one adopted for DMA.
 fn process_of(tid: u32) -> u32 {
-    let tgid = platform::process::status_field(tid, "Tgid:").unwrap_or(tid);
+    let tgid = platform::process::tgid(tid);
     platform::process::children(tgid)
         .into_iter()
         .find(|&child| platform::process::status_field(child, "TracerPid:") == Some(tgid))

@@ -56,6 +56,11 @@ pub fn status_field(tid: u32, key: &str) -> Option<u32> {
     status.lines().find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
 }
 
+/// The process (thread group) of thread `tid`; `tid` itself once the thread is gone.
+pub fn tgid(tid: u32) -> u32 {
+    status_field(tid, "Tgid:").unwrap_or(tid)
+}
+
 /// Reaps every child that has exited, without waiting; returns how many. Only for a process
 /// that does not wait for any child of its own at the same time (it would take its status).
 pub fn reap_orphans() -> usize {

@@ -9,6 +9,7 @@
 //! filter); everything else runs at full speed.
 
 use super::x86::{self, Access, Source};
+use platform::process::tgid;
 use platform::trace::{linux, Stop, Traced};
 use std::collections::HashMap;
 use std::fs::File;
@@ -112,10 +113,6 @@ struct Trap {
     mappings: Vec<Mapping>,
     /// Threads inside an `mmap` of a BAR: which BAR, where in it, how long.
     pending: HashMap<u32, (usize, u64, u64)>,
-}
-
-fn tgid(tid: u32) -> u32 {
-    platform::process::status_field(tid, "Tgid:").unwrap_or(tid)
 }
 
 impl Trap {
