@@ -58,13 +58,14 @@ pub fn measure(nicsim_exe: &Path, seconds: f64, gbps: f64) -> Result<Ceiling, St
             .arg("--root")
             .arg(session.root())
             // Killed when the measurement ends; its own limit only bounds an orphan, and leaves
-            // room for a slow bring-up (under callgrind, nicsim takes seconds to see the ports).
-            .args(["reflect", &a, &b, "--seconds", &format!("{}", seconds + 30.0)])
+            // room for a slow bring-up (under callgrind in the host's slow phase, nicsim has
+            // taken over 30 s to see the ports).
+            .args(["reflect", &a, &b, "--seconds", &format!("{}", seconds + 120.0)])
             .args(if cpus > 1 { vec!["--cpu", "1"] } else { vec![] })
             .stdout(Stdio::null()),
     )
     .map_err(|e| format!("starting the peer: {e}"))?;
-    session.wait_ports_up(Duration::from_secs(10), || match peer.try_wait() {
+    session.wait_ports_up(Duration::from_secs(120), || match peer.try_wait() {
         Ok(Some(status)) => Err(format!("the reflecting peer exited with {status}")),
         _ => Ok(()),
     })?;
