@@ -26,15 +26,25 @@ impl Filter {
         Ok(Filter { domain, blocked_port, filtered: 0, violations: 0 })
     }
 
-    pub fn backend(&self) -> isolation::Backend {
-        self.domain.backend()
+    /// The line a driver prints before its summary.
+    pub fn summary(&self) -> String {
+        format!(
+            "safenic fwd filter ({} domain): {} filtered, {} bursts lost to violations",
+            self.domain.backend(),
+            self.filtered,
+            self.violations
+        )
     }
 
-    /// Keeps in `batch` the frames the filter forwards; the others go back to `pool`.
-    pub fn apply<'a, const B: usize>(&mut self, batch: &mut Batch<'a, B>, pool: &mut BufferPool<'a>) {
-        let count = batch.len();
+    /// Keeps in `batch` the frames from index `first` on that the filter forwards (those
+    /// before it, already filtered, stay); the others go back to `pool`.
+    pub fn apply<'a, const B: usize>(&mut self, batch: &mut Batch<'a, B>, pool: &mut BufferPool<'a>, first: usize) {
+        let count = batch.len().saturating_sub(first);
+        if count == 0 {
+            return;
+        }
         let area = self.domain.input_area();
-        for (b, header) in batch.iter_mut().zip(area.chunks_exact_mut(STRIDE)) {
+        for (b, header) in batch.iter_mut().skip(first).zip(area.chunks_exact_mut(STRIDE)) {
             let bytes: [u8; STRIDE] = b.data().read_bytes::<0, STRIDE>();
             let len = b.length.get().min(STRIDE);
             header[..len].copy_from_slice(&bytes[..len]);
@@ -48,7 +58,8 @@ impl Filter {
             }
             Err(_) => self.violations += 1,
         }
-        batch.retain(pool, |i| verdicts[i] == 1);
-        self.filtered += (count - batch.len()) as u64;
+        let before = batch.len();
+        batch.retain(pool, |i| i < first || verdicts.get(i - first) == Some(&1));
+        self.filtered += (before - batch.len()) as u64;
     }
 }

@@ -249,12 +249,7 @@ pub fn run(o: &Options) -> Result<(), String> {
         (_, totals) => totals.map_err(|e| e.to_string())?,
     };
     if let Some(f) = &filter {
-        cli::outln!(
-            "safenic fwd filter ({} domain): {} filtered, {} bursts lost to violations",
-            f.backend(),
-            f.filtered,
-            f.violations
-        )?;
+        cli::outln!("{}", f.summary())?;
     }
     let secs = start.elapsed().as_secs_f64();
     let total = totals.forwarded[0] + totals.forwarded[1];
@@ -542,7 +537,7 @@ impl<'q, 'a> Direction<'q, 'a> {
         if self.rx.rx_batch(self.pool, &mut self.batch) == 0 {
             return 0;
         }
-        filter.apply(&mut self.batch, self.pool);
+        filter.apply(&mut self.batch, self.pool, 0);
         if rewrite {
             for b in self.batch.iter_mut() {
                 rewrite_macs(b.data());
