@@ -117,32 +117,25 @@ where
     }
 }
 
-/// [`forward_virtio`] with a filter in an isolation domain, called once per burst: not one of
-/// the audited hot paths (it crosses into C by design).
+/// [`forward_virtio`] with a filter in an isolation domain, called once per burst of each
+/// direction (`ab`, `ba`: a burst, returning what it forwarded): not one of the audited hot
+/// paths (it crosses into C by design).
 #[inline(never)]
-fn forward_virtio_filtered<'a, RA, TB, RB, TA>(
-    ab: &mut AnyDirection<'_, 'a, RA, TB>,
-    ba: &mut AnyDirection<'_, 'a, RB, TA>,
+fn forward_virtio_filtered(
+    mut ab: impl FnMut(&mut Filter) -> u64,
+    mut ba: impl FnMut(&mut Filter) -> u64,
     filter: &mut Filter,
-    rewrite: bool,
     stop: &StopWhen,
-) -> [u64; 2]
-where
-    RA: Receive<'a>,
-    TB: Transmit<'a>,
-    RB: Receive<'a>,
-    TA: Transmit<'a>,
-{
+) -> [u64; 2] {
     let mut counts = [0u64; 2];
-    loop {
-        for _ in 0..CHECK_EVERY {
-            counts[0] += ab.burst_filtered(filter, rewrite);
-            counts[1] += ba.burst_filtered(filter, rewrite);
-        }
-        if stop.due() {
-            return counts;
+    for round in 1usize.. {
+        counts[0] += ab(filter);
+        counts[1] += ba(filter);
+        if round % CHECK_EVERY == 0 && stop.due() {
+            break;
         }
     }
+    counts
 }
 
 /// What a forwarding run did, for the summary line.
@@ -168,7 +161,10 @@ where
 {
     let stop = StopWhen { until: o.seconds.map(|s| Instant::now() + std::time::Duration::from_secs_f64(s)) };
     match (o.mac_rewrite, filter) {
-        (rewrite, Some(f)) => forward_virtio_filtered(ab, ba, f, rewrite == MacRewrite::Paper, &stop),
+        (rewrite, Some(f)) => {
+            let rewrite = rewrite == MacRewrite::Paper;
+            forward_virtio_filtered(|f| ab.burst_filtered(f, rewrite), |f| ba.burst_filtered(f, rewrite), f, &stop)
+        }
         (MacRewrite::Paper, None) => forward_virtio::<true, _, _, _, _>(ab, ba, &stop),
         (MacRewrite::None, None) => forward_virtio::<false, _, _, _, _>(ab, ba, &stop),
     }
