@@ -46,7 +46,7 @@ pub const COLD_CALLS: &[(&str, &str)] = &[
         "ixgbe::queues::RxQueue::desynchronised",
         "once per presence period (100 ms), not per packet: reads RDH to find a ring a hostile device stopped",
     ),
-    ("safenic::fwd_virtio::StopWhen::due", "once every 1 024 loop iterations, not per packet: clock and signal flag"),
+    ("safenic::fwd_virtio::StopWhen::due", "once every 1 024 loop iterations, not per packet: clock and signal flag, and every 16th time the virtio devices' status"),
     (
         "virtio::device::VirtioDevice::notify",
         "only for a device that asks to be notified (nicsim's does not): one write to a BAR's file per burst",

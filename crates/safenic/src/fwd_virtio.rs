@@ -10,6 +10,7 @@ use crate::{MacRewrite, Mode};
 use ixgbe::agent::rewrite_macs;
 use ixgbe::queues::{Batch, BufferPool, QueueMemory, QueueParts, Receive, Transmit};
 use ixgbe::DriverError;
+use std::cell::Cell;
 use std::path::Path;
 use std::time::Instant;
 use virtio::queues::{RxQueue, TxQueue, VirtioMemory};
@@ -79,16 +80,39 @@ impl<'q, 'a, R: Receive<'a>, T: Transmit<'a>> AnyDirection<'q, 'a, R, T> {
     }
 }
 
-/// When forwarding stops: a signal, or the time given with `--seconds`.
-pub struct StopWhen {
+/// When forwarding stops: a signal, the time given with `--seconds`, or a watched virtio
+/// device that says it can no longer be used ([`VirtioDevice::broken`]).
+pub struct StopWhen<'d> {
     until: Option<Instant>,
+    watched: &'d [&'d VirtioDevice],
+    /// Looks at the clock and the signal flag so far; the devices are read every
+    /// [`STATUS_EVERY`]th.
+    looks: Cell<u32>,
+    /// Why a watched device stopped forwarding.
+    broken: Cell<Option<String>>,
 }
 
-impl StopWhen {
-    /// Whether to stop now: the clock and the signal flag, once every [`CHECK_EVERY`] rounds.
+/// Looks at the clock between two reads of the watched devices' status (a system call each):
+/// about every 16 000 rounds of the loop.
+const STATUS_EVERY: u32 = 16;
+
+impl StopWhen<'_> {
+    /// Whether to stop now: the clock and the signal flag, once every [`CHECK_EVERY`] rounds,
+    /// and the watched devices' status every [`STATUS_EVERY`]th time.
     #[inline(never)]
     pub fn due(&self) -> bool {
-        platform::signals::terminate_requested() || self.until.is_some_and(|u| Instant::now() >= u)
+        if platform::signals::terminate_requested() || self.until.is_some_and(|u| Instant::now() >= u) {
+            return true;
+        }
+        let looks = self.looks.get().wrapping_add(1);
+        self.looks.set(looks);
+        if looks % STATUS_EVERY != 0 {
+            return false;
+        }
+        let broken = self.watched.iter().find_map(|d| d.broken());
+        let stop = broken.is_some();
+        self.broken.set(broken);
+        stop
     }
 }
 
@@ -141,33 +165,39 @@ fn forward_virtio_filtered(
 /// What a forwarding run did, for the summary line.
 struct Outcome {
     counts: [u64; 2],
+    /// Why a device stopped forwarding, if one did.
+    broken: Option<String>,
     malformed: u64,
     dropped: u64,
 }
 
 /// Runs the loop over `ab` and `ba` with the rewrite `o` asks for, through `filter` if given,
-/// until a signal or `--seconds`.
+/// until a signal, `--seconds`, or one of the `watched` devices says it can no longer be used
+/// (then also why).
 fn forward_both<'a, RA, TB, RB, TA>(
     o: &Options,
     filter: Option<&mut Filter>,
+    watched: &[&VirtioDevice],
     ab: &mut AnyDirection<'_, 'a, RA, TB>,
     ba: &mut AnyDirection<'_, 'a, RB, TA>,
-) -> [u64; 2]
+) -> ([u64; 2], Option<String>)
 where
     RA: Receive<'a>,
     TB: Transmit<'a>,
     RB: Receive<'a>,
     TA: Transmit<'a>,
 {
-    let stop = StopWhen { until: o.seconds.map(|s| Instant::now() + std::time::Duration::from_secs_f64(s)) };
-    match (o.mac_rewrite, filter) {
+    let until = o.seconds.map(|s| Instant::now() + std::time::Duration::from_secs_f64(s));
+    let stop = StopWhen { until, watched, looks: Cell::new(0), broken: Cell::new(None) };
+    let counts = match (o.mac_rewrite, filter) {
         (rewrite, Some(f)) => {
             let rewrite = rewrite == MacRewrite::Paper;
             forward_virtio_filtered(|f| ab.burst_filtered(f, rewrite), |f| ba.burst_filtered(f, rewrite), f, &stop)
         }
         (MacRewrite::Paper, None) => forward_virtio::<true, _, _, _, _>(ab, ba, &stop),
         (MacRewrite::None, None) => forward_virtio::<false, _, _, _, _>(ab, ba, &stop),
-    }
+    };
+    (counts, stop.broken.take())
 }
 
 /// Both ports virtio: one memory per direction holds its receive queue's ring and pool, the
@@ -191,9 +221,9 @@ fn virtio_both(
     let _ctrl_b = b.start::<QUEUE>(ba_parts.ctrl)?;
     let mut ab = AnyDirection::new(&mut rx_a, &mut tx_b, &mut pool_ab);
     let mut ba = AnyDirection::new(&mut rx_b, &mut tx_a, &mut pool_ba);
-    let counts = forward_both(o, filter, &mut ab, &mut ba);
+    let (counts, broken) = forward_both(o, filter, &[a, b], &mut ab, &mut ba);
     let dropped = ab.stop() + ba.stop();
-    Ok(Outcome { counts, malformed: rx_a.refused + rx_b.refused, dropped })
+    Ok(Outcome { counts, broken, malformed: rx_a.refused + rx_b.refused, dropped })
 }
 
 /// An 82599 port and a virtio port, in either order: the 82599's memory holds its rings and
@@ -218,13 +248,13 @@ fn mixed(
     let _ctrl = v.start::<QUEUE>(v_parts.ctrl)?;
     let mut xv = AnyDirection::new(&mut rx_x, &mut tx_v, &mut pool_x);
     let mut vx = AnyDirection::new(&mut rx_v, &mut tx_x, &mut pool_v);
-    let counts = if virtio_is_input {
-        forward_both(o, filter, &mut vx, &mut xv)
+    let (counts, broken) = if virtio_is_input {
+        forward_both(o, filter, &[v], &mut vx, &mut xv)
     } else {
-        forward_both(o, filter, &mut xv, &mut vx)
+        forward_both(o, filter, &[v], &mut xv, &mut vx)
     };
     let dropped = xv.stop() + vx.stop();
-    Ok(Outcome { counts, malformed: rx_x.refused.total() + rx_v.refused, dropped })
+    Ok(Outcome { counts, broken, malformed: rx_x.refused.total() + rx_v.refused, dropped })
 }
 
 /// `safenic fwd` when a port is a virtio-net function.
@@ -281,5 +311,9 @@ pub fn run(o: &Options) -> Result<(), String> {
         outcome.malformed,
         outcome.dropped
     )?;
-    Ok(())
+    // After the summary, so that what was forwarded is not lost with the error.
+    match outcome.broken {
+        Some(why) => Err(why),
+        None => Ok(()),
+    }
 }

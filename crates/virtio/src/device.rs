@@ -16,6 +16,7 @@ const ACKNOWLEDGE: u8 = 1;
 const DRIVER: u8 = 2;
 const DRIVER_OK: u8 = 4;
 const FEATURES_OK: u8 = 8;
+const NEEDS_RESET: u8 = 64;
 const FAILED: u8 = 128;
 
 /// The features this driver needs: the MAC address, the control queue and its receive-mode
@@ -110,6 +111,22 @@ impl VirtioDevice {
     /// The interface this driver uses.
     pub fn interface(&self) -> Interface {
         self.transport.interface()
+    }
+
+    /// Why the device can no longer be used as set up, if it says so: DEVICE_NEEDS_RESET, which
+    /// a virtio 1.x device sets when it found a queue malformed and stopped it
+    /// [virtio 1.2 §2.1.1], or a status that cannot be read. A device that completes chains it
+    /// never had makes any driver offer more than the queue holds, so no driver can rule it
+    /// out; what it can do is notice. (The legacy interface has no such bit.)
+    pub fn broken(&self) -> Option<String> {
+        match self.transport.status() {
+            Ok(s) if s & NEEDS_RESET != 0 => Some(format!(
+                "{}: the device set DEVICE_NEEDS_RESET (it stopped a queue it found malformed): start the driver again to set it up afresh",
+                self.address()
+            )),
+            Ok(_) => None,
+            Err(e) => Some(format!("{}: cannot read the device status: {e}", self.address())),
+        }
     }
 
     /// The net header's bytes: 10 through the legacy interface (no mergeable buffers), 12 with
