@@ -104,42 +104,16 @@ fn survives_a_hostile_virtio_device(driver: Driver, name: &str, watches_status: 
         assert!(Instant::now() < deadline, "the hostile writes did not all land: {:?}", sim.stats().ports);
         std::thread::sleep(Duration::from_millis(10));
     }
-    let summary = if watches_status {
-        let mut ended = ended_or_quiet(&sim, &mut child, driver);
-        if !ended {
-            let before: Vec<u64> = sim.stats().ports.iter().map(|p| p.sink_packets).collect();
-            const AFTER: u64 = 100_000;
-            sim.start_both_ways(&TrafficSpec {
-                rate_pps: Some(RATE_PPS),
-                count: Some(AFTER),
-                ..TrafficSpec::default()
-            });
-            ended = ended_or_quiet(&sim, &mut child, driver);
-            if !ended {
-                for (p, before) in sim.stats().ports.iter().zip(before) {
-                    assert_eq!(
-                        p.sink_packets - before,
-                        AFTER,
-                        "{}: port {} forwards every frame of a second round",
-                        driver.name,
-                        p.port
-                    );
-                }
-            }
-        }
-        if ended {
-            let out = child.wait_for_exit(Duration::from_secs(10)).expect("the ended driver's output");
-            let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-            assert!(
-                !out.status.success() && stderr.lines().count() == 1 && stderr.contains("DEVICE_NEEDS_RESET"),
-                "{}: a driver that stops ends non-zero with one line naming DEVICE_NEEDS_RESET: {:?} {stderr}",
-                driver.name,
-                out.status
-            );
-            common::summary(driver, "flexible", &stdout)
-        } else {
-            common::stop_driver(driver, "flexible", child)
-        }
+    let summary = if watches_status && ends_or_forwards_a_second_round(&sim, &mut child, driver) {
+        let out = child.wait_for_exit(Duration::from_secs(10)).expect("the ended driver's output");
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            !out.status.success() && stderr.lines().count() == 1 && stderr.contains("DEVICE_NEEDS_RESET"),
+            "{}: a driver that stops ends non-zero with one line naming DEVICE_NEEDS_RESET: {:?} {stderr}",
+            driver.name,
+            out.status
+        );
+        common::summary(driver, "flexible", &stdout)
     } else {
         common::stop_driver(driver, "flexible", child)
     };
@@ -152,30 +126,24 @@ fn survives_a_hostile_virtio_device(driver: Driver, name: &str, watches_status: 
     assert!(summary.malformed > 0, "{}: some hostile elements were refused and counted: {summary:?}", driver.name);
 }
 
-/// Waits until the driver has ended (true) or the generators have finished and the sinks have
-/// not moved for a second (false); a driver that does neither within 30 s is stuck.
-fn ended_or_quiet(sim: &Sim, child: &mut platform::Reaped, driver: Driver) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (mut last, mut still) = (u64::MAX, 0);
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return true;
-        }
-        let s = sim.stats();
-        let sunk: u64 = s.ports.iter().map(|p| p.sink_packets).sum();
-        still = if s.ports.iter().all(|p| !p.generator_active) && sunk == last { still + 1 } else { 0 };
-        if still >= 10 {
-            return false;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{}: neither forwarding nor ended 30 s after a hostile device stopped: stuck ({:?})",
+/// Whether the driver ended by itself (true), or (false) forwarded every frame of a second
+/// round once the first had gone quiet; a driver that does neither within 30 s each is stuck.
+fn ends_or_forwards_a_second_round(sim: &Sim, child: &mut platform::Reaped, driver: Driver) -> bool {
+    const AFTER: u64 = 100_000;
+    let mut ended = || child.try_wait().unwrap().is_some();
+    let Some(before) = sim.wait_quiet_unless(Duration::from_secs(30), &mut ended) else { return true };
+    sim.start_both_ways(&TrafficSpec { rate_pps: Some(RATE_PPS), count: Some(AFTER), ..TrafficSpec::default() });
+    let Some(after) = sim.wait_quiet_unless(Duration::from_secs(30), &mut ended) else { return true };
+    for (p, b) in after.ports.iter().zip(&before.ports) {
+        assert_eq!(
+            p.sink_packets - b.sink_packets,
+            AFTER,
+            "{}: port {} forwards every frame of a second round",
             driver.name,
-            s.ports.iter().map(|p| (p.generated, p.sink_packets, p.generator_active)).collect::<Vec<_>>()
+            p.port
         );
-        last = sunk;
-        std::thread::sleep(Duration::from_millis(100));
     }
+    false
 }
 
 #[test]

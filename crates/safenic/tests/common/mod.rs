@@ -162,10 +162,18 @@ impl Sim {
     /// Waits until the generators have sent everything and the sinks stop moving: every frame
     /// has then arrived or been dropped somewhere. Returns the statistics at that moment.
     pub fn wait_quiet(&self) -> Stats {
-        let deadline = Instant::now() + Duration::from_secs(180);
+        self.wait_quiet_unless(Duration::from_secs(180), || false).expect("nothing ends the wait early")
+    }
+    /// [`Self::wait_quiet`] within `within`, or `None` as soon as `ended` says so (a driver
+    /// that ended by itself).
+    pub fn wait_quiet_unless(&self, within: Duration, mut ended: impl FnMut() -> bool) -> Option<Stats> {
+        let deadline = Instant::now() + within;
         let (mut last, mut quiet) = (u64::MAX, 0);
         loop {
             std::thread::sleep(Duration::from_millis(100));
+            if ended() {
+                return None;
+            }
             let s = self.stats();
             let total: u64 = s.ports.iter().map(|p| p.sink_packets).sum();
             let generated: u64 = s.ports.iter().map(|p| p.generated).sum();
@@ -173,11 +181,12 @@ impl Sim {
             // Every frame arrived, or nothing moved for a second after the generators ended.
             quiet = if done && (total == generated || total == last) { quiet + 1 } else { 0 };
             if quiet >= if total == generated { 2 } else { 10 } {
-                return s;
+                return Some(s);
             }
             assert!(
                 Instant::now() < deadline,
-                "traffic did not end within 3 minutes: {total} of {generated} delivered"
+                "traffic did not end within {} s: {total} of {generated} delivered",
+                within.as_secs()
             );
             last = total;
         }
