@@ -16,11 +16,16 @@ pub struct DeviceMemory<'a> {
 }
 
 impl<'a> DeviceMemory<'a> {
-    /// Device memory over a mapping of the platform layer (a BAR, a hugepage block).
-    pub fn from_region(region: &'a platform::MappedRegion) -> Self {
-        // INVARIANT: a `MappedRegion` maps `len()` bytes at `as_ptr()` readable and writable
-        // until it is dropped, and `'a` borrows it.
-        DeviceMemory { ptr: region.as_ptr(), len: region.len(), _memory: PhantomData }
+    /// Device memory over `len` bytes at `ptr`: a mapping of the platform layer (a BAR, a
+    /// hugepage block), which makes these for what it maps (`platform::MappedRegion`).
+    ///
+    /// # Safety
+    /// `[ptr, ptr + len)` must be readable and writable for all of `'a`, and never be reached
+    /// through a Rust reference (`&T`, `&mut T`) meanwhile: only volatile accesses, of this
+    /// process or of a device, may touch it.
+    pub unsafe fn from_raw_parts(ptr: NonNull<u8>, len: usize) -> Self {
+        // INVARIANT: the caller's contract is the type's.
+        DeviceMemory { ptr, len, _memory: PhantomData }
     }
 
     /// Device memory over ordinary memory (tests, and a device model in the same process).

@@ -9,20 +9,18 @@
 //! or a const generic ([`ConstOutputs`], the *const* model). Both index their per-output arrays
 //! without checks and without padding to 256.
 
-use crate::device::{Device, DriverError, EnabledQueue};
-use crate::memory::{DmaBlock, Layout};
-use crate::regs::{RX_DD, RX_EOP, TX_EOP, TX_IFCS, TX_RS};
-use crate::{PacketData, PacketLength, Refused, BUFFER_SIZE};
+use crate::device::{Device, DriverError};
+use crate::regs::{RX_DD, RX_EOP};
+use crate::{PacketData, PacketLength, Refused};
 use invariants::{BrandedIndex, BrandedLen, BrandedVec, ConstArray, ConstIndex, RingIndex, VolatileArray, VolatilePtr};
+use platform::dma::{BuffersArea, DescriptorArea, DmaLayout, DmaRegion, HeadArea};
+use platform::i82599::{Doorbell, EnabledQueue, LegacyRing, TxCommand};
 use std::ops::{Index, IndexMut};
 
 /// Packets processed before the TX tails are written.
 pub const FLUSH_PERIOD: usize = 8;
 /// Period of RS bits, head reads and RX tail updates.
 pub const RECYCLE_PERIOD: usize = 64;
-
-/// A legacy descriptor: buffer address, then length/command (TX) or length/status (RX).
-pub type Descriptor = [u64; 2];
 
 /// A set of outputs whose per-output arrays index without checks.
 pub trait Outputs: Copy {
@@ -115,10 +113,10 @@ impl<const K: usize> Outputs for ConstOutputs<K> {
 /// # }
 /// ```
 pub struct AgentMemory<const N: usize> {
-    block: DmaBlock,
-    buffers: usize,
-    rings: Vec<usize>,
-    heads: Vec<usize>,
+    region: DmaRegion,
+    buffers: BuffersArea,
+    rings: Vec<DescriptorArea>,
+    heads: Vec<HeadArea>,
 }
 
 impl<const N: usize> AgentMemory<N> {
@@ -133,23 +131,24 @@ impl<const N: usize> AgentMemory<N> {
                 2 * RECYCLE_PERIOD
             )));
         }
-        let mut layout = Layout::default();
-        let buffers = layout.place(N * BUFFER_SIZE, BUFFER_SIZE);
+        let mut layout = DmaLayout::new();
+        let buffers = layout.buffers(N)?;
         // Rings 128-byte aligned [DS 8.2.3.8.1]; heads in their own cache line, 16-byte
         // aligned as the device requires [DS 7.2.3.5.2].
-        let rings = (0..outputs).map(|_| layout.place(N * 16, 128)).collect();
-        let heads = (0..outputs).map(|_| layout.place(64, 64)).collect();
-        Ok(AgentMemory { block: DmaBlock::allocate(layout.size())?, buffers, rings, heads })
+        let rings = (0..outputs).map(|_| layout.descriptor_ring(N)).collect::<Result<_, _>>()?;
+        let heads = (0..outputs).map(|_| layout.head_slot()).collect::<Result<_, _>>()?;
+        Ok(AgentMemory { region: DmaRegion::allocate(&layout)?, buffers, rings, heads })
     }
 }
 
 /// Per-output state of an agent.
 struct Output<'a, const N: usize> {
-    ring: VolatileArray<'a, Descriptor, N>,
+    ring: LegacyRing<'a, N>,
     head: VolatilePtr<'a, u32>,
-    tail: VolatilePtr<'a, u32>,
-    /// TDH, read only by [`Agent::desynchronised`].
-    head_register: VolatilePtr<'a, u32>,
+    tail: Doorbell<'a, N>,
+    /// The device queue, disabled when the agent is dropped (before its memory can go); its
+    /// head register is read only by [`Agent::desynchronised`].
+    queue: EnabledQueue<'a, N>,
     /// Whether this is the last output ([`Outputs::for_each`] stops after it).
     last: bool,
 }
@@ -158,15 +157,13 @@ struct Output<'a, const N: usize> {
 pub struct Agent<'a, O: Outputs, const N: usize> {
     outputs: O,
     buffers: VolatileArray<'a, PacketData, N>,
-    shared_ring: VolatileArray<'a, Descriptor, N>,
+    shared_ring: LegacyRing<'a, N>,
     out: O::Array<Output<'a, N>>,
     lengths: O::Array<PacketLength>,
-    receive_tail: VolatilePtr<'a, u32>,
-    /// RDH, read only by [`Agent::desynchronised`].
-    receive_head: VolatilePtr<'a, u32>,
-    /// The device queues (RX, then each output's TX), disabled when the agent is dropped,
-    /// before its memory can go.
-    _queues: Vec<EnabledQueue<'a>>,
+    receive_tail: Doorbell<'a, N>,
+    /// RX queue 0 of the input, disabled when the agent is dropped; its head register is read
+    /// only by [`Agent::desynchronised`].
+    receive: EnabledQueue<'a, N>,
     /// The last value written to RDT (not read back: a register read costs a PCIe round trip).
     receive_tail_value: RingIndex<N>,
     processed: RingIndex<N>,
@@ -192,7 +189,6 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
         output_devices: &O::Array<Device<'a>>,
         outputs: O,
     ) -> Result<Self, DriverError> {
-        mem.block.check_not_given()?;
         if mem.rings.len() != outputs.count() {
             return Err(DriverError::Invalid(format!(
                 "agent memory for {} outputs does not fit {} outputs",
@@ -200,49 +196,40 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
                 outputs.count()
             )));
         }
-        let m = mem.block.memory();
-        let buffers = m.array::<PacketData, N>(mem.buffers).ok_or(DriverError::Invalid("buffer layout".into()))?;
-        // Every queue enabled so far is disabled again if a later step fails.
-        let mut queues = Vec::with_capacity(outputs.count() + 1);
+        let region = &mem.region;
+        let buffers = region.buffers(mem.buffers)?;
+        let buffer_data = region
+            .buffer_bytes(mem.buffers)?
+            .array::<PacketData, N>(0)
+            .ok_or(DriverError::Invalid("buffer layout".into()))?;
+        // Slot `i` of every ring points at buffer `i` for ever. Every queue enabled so far is
+        // disabled again if a later step fails.
         let mut rank = 0;
         let out = outputs.try_array(|o| {
-            let (ring_off, head_off) = (mem.rings[rank], mem.heads[rank]);
+            let ring = LegacyRing::new(region, mem.rings[rank], |i| buffers[i.get()].addr)?;
+            let head = region.head_slot(mem.heads[rank])?;
             rank += 1;
-            let ring = m.array::<Descriptor, N>(ring_off).ok_or(DriverError::Invalid("ring layout".into()))?;
-            for i in 0..N {
-                let slot = ring.get(i).expect("i < N");
-                let buffer = mem.block.device_range(mem.buffers + i * BUFFER_SIZE, BUFFER_SIZE, "a packet buffer")?;
-                slot.at::<0>().write(buffer.get().to_le());
-                slot.at::<1>().write(0);
-            }
-            let head = m.ptr::<u32>(head_off).ok_or(DriverError::Invalid("head layout".into()))?;
-            head.write(0);
-            let ring_addr = mem.block.device_range(ring_off, N * 16, "a ring")?;
-            let head_addr = mem.block.device_range(head_off, 4, "a head write-back slot")?;
-            let registers = output_devices[o].add_output(ring_addr, N, Some(head_addr), mem.block.lease())?;
-            queues.push(registers.queue);
+            head.value().write(0);
+            let queue = output_devices[o].add_output(ring, head)?;
             Ok::<_, DriverError>(Output {
                 ring,
-                head,
-                tail: registers.tail,
-                head_register: registers.head,
+                head: head.value(),
+                tail: queue.doorbell(),
+                queue,
                 last: rank == outputs.count(),
             })
         })?;
         let shared_ring = out[outputs.first()].ring;
-        // The device may fill every slot but one: RDT = N - 1 [DS 7.1.9].
-        let shared = mem.block.device_range(mem.rings[0], N * 16, "the shared ring")?;
-        let receive = input.set_input(shared, N, (N - 1) as u32, mem.block.lease())?;
-        queues.push(receive.queue);
+        let receive = input.set_input(shared_ring)?;
         Ok(Agent {
             outputs,
-            buffers,
+            buffers: buffer_data,
             shared_ring,
             out,
             lengths: outputs.array(|_| PacketLength::ZERO),
-            receive_tail: receive.tail,
-            receive_head: receive.head,
-            _queues: queues,
+            receive_tail: receive.doorbell(),
+            receive,
+            // set_input handed the device every slot but one: RDT = N - 1 [DS 7.1.9].
             receive_tail_value: RingIndex::wrapping(N - 1),
             processed: RingIndex::ZERO,
             refused: Refused::default(),
@@ -275,7 +262,7 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
         let (shared_ring, buffers) = (self.shared_ring, self.buffers);
         while n < FLUSH_PERIOD {
             let i = processed;
-            let status = u64::from_le(shared_ring.ring(i).at::<1>().read());
+            let status = shared_ring.status(i);
             if status & RX_DD == 0 {
                 if n == 0 {
                     // Idle: the receive side may be waiting for slots that the outputs sent
@@ -291,26 +278,25 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
                 Some(len) if status & RX_EOP != 0 => handler(buffers.ring(i), len, &mut self.lengths),
                 _ => self.refused.count(status),
             }
-            let rs = if i.get() % RECYCLE_PERIOD == RECYCLE_PERIOD - 1 { TX_RS } else { 0 };
+            let report = i.get() % RECYCLE_PERIOD == RECYCLE_PERIOD - 1;
+            let command = if report { TxCommand::SEND_AND_REPORT } else { TxCommand::SEND };
             self.outputs.for_each(|o| {
                 // Length 0 is a null descriptor; writing bit 32 = 0 also clears RX DD, giving
                 // the slot back to the receive side [DS 7.2.3.2.2].
-                let len = self.lengths[o].get() as u64;
-                self.out[o].ring.ring(i).at::<1>().write((len | rs | TX_IFCS | TX_EOP).to_le());
+                self.out[o].ring.transmit(i, self.lengths[o], command);
                 self.lengths[o] = PacketLength::ZERO;
                 self.out[o].last
             });
             processed = i.next();
-            if rs != 0 {
+            if report {
                 self.recycle(processed);
             }
             n += 1;
         }
         self.processed = processed;
         if n > 0 {
-            let tail = processed.get() as u32;
             self.outputs.for_each(|o| {
-                self.out[o].tail.write(tail);
+                self.out[o].tail.ring(processed);
                 self.out[o].last
             });
         }
@@ -347,11 +333,11 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
         let processed = self.processed;
         let mut transmit_idle = true;
         self.outputs.for_each(|o| {
-            transmit_idle &= RingIndex::<N>::wrapping(self.out[o].head_register.read() as usize) == processed;
+            transmit_idle &= RingIndex::<N>::wrapping(self.out[o].queue.device_head() as usize) == processed;
             self.out[o].last
         });
-        let receive_head = RingIndex::<N>::wrapping(self.receive_head.read() as usize);
-        let waiting = u64::from_le(self.shared_ring.ring(processed).at::<1>().read()) & RX_DD == 0;
+        let receive_head = RingIndex::<N>::wrapping(self.receive.device_head() as usize);
+        let waiting = self.shared_ring.status(processed) & RX_DD == 0;
         (transmit_idle && receive_head == self.receive_tail_value && waiting).then_some(processed.get())
     }
 
@@ -374,7 +360,7 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
         });
         let tail = earliest.prev();
         if tail != self.receive_tail_value {
-            self.receive_tail.write(tail.get() as u32);
+            self.receive_tail.ring(tail);
             self.receive_tail_value = tail;
         }
     }

@@ -1,10 +1,10 @@
 //! Opening an 82599 function and bringing it up [DS 4.6.3].
 
-use crate::memory::{DmaAddr, DmaLease};
 use crate::regs::*;
-use invariants::{DeviceMemory, VolatileArray, VolatilePtr};
-use platform::keeper::{Keeper, StopPlan};
-use platform::{MappedRegion, PciFunction, PlatformError};
+use invariants::RingIndex;
+use platform::dma::HeadSlot;
+use platform::i82599::{EnabledQueue, Function, LegacyRing, Registers, RxQueueIndex, TxQueueIndex};
+use platform::PlatformError;
 use std::fmt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -66,59 +66,44 @@ impl From<PlatformError> for DriverError {
     }
 }
 
-/// An opened 82599 function: owns the PCI handle (and with it the claim) and the BAR0
-/// mapping. Neither is reachable from outside: registers are written only through
-/// [`Device`], whose public writes are the allowlist of [`Device::write_register`].
+/// An opened 82599 function: the trusted base's [`Function`], which owns the claim and the BAR0
+/// mapping and hands out neither. Registers are written only through [`Device`], whose public
+/// writes are the allowlist of [`Device::write_register`].
 ///
 /// ```compile_fail,E0616
-/// fn map_it_again(port: &ixgbe::Port) {
-///     let _ = port._claim.map_bar0(0x20000);
+/// fn reach_the_bar(port: &ixgbe::Port) {
+///     let _ = &port.function;
 /// }
 /// ```
 pub struct Port {
-    // The mapping first: it goes before the claim that keeps others from mapping it.
-    bar: MappedRegion,
-    _claim: PciFunction,
-    address: String,
+    function: Function,
 }
 
 impl Port {
-    /// Opens `address` under the sysfs root `sysfs`: checks it is an 82599ES (8086:10fb) and is
-    /// not bound to a kernel driver (never unbinds it), claims it (refused while another
-    /// process owns it), enables memory space and bus mastering, and maps BAR0 with its size
-    /// checked. A real device opens only if the program was started with its address on the
-    /// command line: `platform` opened it then, before `main` (`platform::before_main`).
+    /// Opens `address` under the sysfs root `sysfs` ([`Function::open`]): an 82599ES
+    /// (8086:10fb) no kernel driver holds (never unbinds it), claimed (refused while another
+    /// process owns it), with memory space and bus mastering enabled and BAR0 mapped. A real
+    /// device opens only if the program was started with its address on the command line:
+    /// `platform` opened it then, before `main` (`platform::before_main`).
     pub fn open(sysfs: &Path, address: &str) -> Result<Port, DriverError> {
-        let function = PciFunction::open(sysfs, address)?;
-        function.expect_ids(0x8086, 0x10FB, "an Intel 82599ES (8086:10fb)")?;
-        function.expect_unbound()?;
-        function.claim()?;
-        function.enable_memory_and_bus_master()?;
-        let bar = function.map_bar0(BAR0_LEN)?;
-        Ok(Port { address: function.address().to_string(), bar, _claim: function })
+        Ok(Port { function: Function::open(sysfs, address)? })
     }
 
     /// The PCI address, normalised (`0000:5e:00.0`).
     pub fn address(&self) -> &str {
-        &self.address
+        self.function.address()
     }
 
     /// The device's registers, for as long as the port is borrowed.
     pub fn device(&self) -> Device<'_> {
-        let regs = DeviceMemory::from_region(&self.bar)
-            .array::<u32, BAR0_DWORDS>(0)
-            .expect("map_bar0 checked that BAR0 spans BAR0_LEN bytes");
-        Device { regs, bar: &self.bar, address: &self.address }
+        Device { regs: self.function.registers() }
     }
 }
 
 /// Register access to one 82599, valid while its [`Port`] is borrowed.
 #[derive(Clone, Copy)]
 pub struct Device<'a> {
-    regs: VolatileArray<'a, u32, BAR0_DWORDS>,
-    /// The mapping behind `regs`, for a queue's keeper to inherit.
-    bar: &'a MappedRegion,
-    address: &'a str,
+    regs: Registers<'a>,
 }
 
 /// Bytes of packet buffer 0 kept free above the XOFF mark: what arrives before the partner
@@ -128,78 +113,6 @@ pub const FLOW_CONTROL_HEADROOM: u32 = 0x6000;
 const ALL_ONES: u32 = u32::MAX;
 /// Pause time sent in XOFF frames, in quanta of 512 bit times (85 µs at 10 Gb/s; DPDK's default).
 pub const FLOW_CONTROL_PAUSE: u16 = 0x680;
-
-/// The doorbell and head of a TX queue [DS 8.2.3.9.8, 8.2.3.9.9], and the queue itself.
-pub struct TxRegisters<'a> {
-    /// TDT: the driver writes it to hand descriptors over.
-    pub tail: VolatilePtr<'a, u32>,
-    /// TDH: the device's head. A register read costs a bus round trip; per-packet code reads
-    /// the head the device writes back to memory instead.
-    pub head: VolatilePtr<'a, u32>,
-    /// Enabled while this lives.
-    pub queue: EnabledQueue<'a>,
-}
-
-/// The doorbell and head of RX queue 0 [DS 8.2.3.8.4, 8.2.3.8.5], and the queue itself.
-pub struct InputRegisters<'a> {
-    /// RDT: the driver writes it to hand descriptors back.
-    pub tail: VolatilePtr<'a, u32>,
-    /// RDH: the device's head, read only to find out whether driver and device disagree.
-    pub head: VolatilePtr<'a, u32>,
-    /// Enabled while this lives.
-    pub queue: EnabledQueue<'a>,
-}
-
-/// An RX or TX queue of the device, enabled while this value lives. Dropping it disables the
-/// queue and waits until the device confirms that its DMA stopped (RXDCTL/TXDCTL.ENABLE reads
-/// back 0) [DS 4.6.7.1.2, 4.6.8]; if it does not within a second, it stops every DMA of the
-/// function (master disable [DS 5.2.5.3.2]). It holds a [`DmaLease`] on the queue's memory,
-/// given back only once the device confirmed: the memory is unmapped after the device stopped
-/// using it, and never if this value is leaked or the device does not confirm. On a real
-/// device it also has a keeper (`platform::keeper`), a process that holds the memory and does
-/// the same stop if this process ends without running `Drop` (`process::exit`, abort, SIGKILL).
-pub struct EnabledQueue<'a> {
-    device: Device<'a>,
-    control: Reg,
-    lease: Option<DmaLease>,
-    keeper: Option<Keeper>,
-}
-
-impl Drop for EnabledQueue<'_> {
-    fn drop(&mut self) {
-        let d = self.device;
-        d.clear(self.control, RXDCTL_ENABLE); // the same bit as TXDCTL.ENABLE
-        let stop = d.wait(self.control, RXDCTL_ENABLE, 0, "a queue to stop", Duration::from_secs(1));
-        // A device that is gone DMAs nothing more: there is nothing left to stop.
-        let stopped = match stop {
-            Err(DriverError::Timeout { .. }) => {
-                d.set(CTRL, CTRL_MASTER_DISABLE);
-                let stopped = d.wait(STATUS, STATUS_MASTER_ENABLE, 0, "master disable", Duration::from_secs(1));
-                eprintln!(
-                    "{}: a queue did not stop within 1 s; master disable {}",
-                    d.address,
-                    if stopped.is_ok() {
-                        "stopped the device's DMA"
-                    } else {
-                        "did not confirm either: its memory is kept"
-                    }
-                );
-                stopped.is_ok()
-            }
-            _ => true,
-        };
-        let (lease, keeper) = (self.lease.take(), self.keeper.take());
-        if stopped {
-            if let Some(keeper) = keeper {
-                keeper.stopped();
-            }
-        } else {
-            // The device may still be using the memory: keep it mapped and never hand it out,
-            // and leave the keeper to try again, and hold it, once this process ends.
-            std::mem::forget((lease, keeper));
-        }
-    }
-}
 
 /// Counters read from the device [DS 8.2.3.23].
 #[derive(Debug, Clone, Copy, Default)]
@@ -212,24 +125,18 @@ pub struct DeviceStats {
 impl<'a> Device<'a> {
     /// The PCI address.
     pub fn address(&self) -> &'a str {
-        self.address
-    }
-
-    /// A register, for hot-path doorbells (RDT, TDT). Crate-private, like `write`: a
-    /// register pointer could be written with a DMA address.
-    pub(crate) fn register(&self, r: Reg) -> VolatilePtr<'a, u32> {
-        self.regs.at(r)
+        self.regs.address()
     }
 
     pub fn read(&self, r: Reg) -> u32 {
-        self.regs.at(r).read()
+        self.regs.read(r)
     }
 
     /// Writes a register for safe code outside this crate: only those of
     /// [`APPLICATION_WRITABLE`] (interrupt masks, receive filters, flow control, LEDs,
-    /// statistics mapping), none of which can make the device read or write memory. Ring
-    /// addresses, lengths, buffer sizes, heads, tails, enables and resets are written only by
-    /// this crate's queues and agents, from memory they own.
+    /// statistics mapping), none of which can make the device read or write memory, nor undo
+    /// this crate's set-up. Ring addresses, lengths, buffer sizes, heads, tails and enables
+    /// only the trusted base writes (`platform::i82599`), from memory given to a queue.
     ///
     /// The crate's own writes do not compile elsewhere:
     ///
@@ -247,17 +154,16 @@ impl<'a> Device<'a> {
                 r.get() * 4
             )));
         }
-        self.write(r, v);
-        Ok(())
+        self.write(r, v)
     }
 
-    pub(crate) fn write(&self, r: Reg, v: u32) {
-        self.regs.at(r).write(v)
+    pub(crate) fn write(&self, r: Reg, v: u32) -> Result<(), DriverError> {
+        Ok(self.regs.write(r, v)?)
     }
-    pub(crate) fn set(&self, r: Reg, bits: u32) {
+    pub(crate) fn set(&self, r: Reg, bits: u32) -> Result<(), DriverError> {
         self.write(r, self.read(r) | bits)
     }
-    pub(crate) fn clear(&self, r: Reg, bits: u32) {
+    pub(crate) fn clear(&self, r: Reg, bits: u32) -> Result<(), DriverError> {
         self.write(r, self.read(r) & !bits)
     }
 
@@ -273,7 +179,7 @@ impl<'a> Device<'a> {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(DriverError::Timeout { address: self.address.to_string(), what });
+                return Err(DriverError::Timeout { address: self.address().to_string(), what });
             }
             std::thread::sleep(Duration::from_micros(10));
         }
@@ -288,7 +194,7 @@ impl<'a> Device<'a> {
 
     /// The error of a device that is no longer [`present`](Self::present).
     pub fn gone(&self) -> DriverError {
-        DriverError::Gone { address: self.address.to_string() }
+        DriverError::Gone { address: self.address().to_string() }
     }
 
     /// While a driver runs: [`DriverError::Gone`] if the device no longer answers, and
@@ -300,7 +206,7 @@ impl<'a> Device<'a> {
             return Err(self.gone());
         }
         if self.read(rxdctl(QueueIndex::new(0))) & RXDCTL_ENABLE == 0 {
-            return Err(DriverError::Reset { address: self.address.to_string() });
+            return Err(DriverError::Reset { address: self.address().to_string() });
         }
         Ok(())
     }
@@ -312,70 +218,70 @@ impl<'a> Device<'a> {
         let second = Duration::from_secs(1);
         // Stop receive queues before master disable [DS 4.6.7.1.2].
         for q in QueueIndex::all() {
-            self.clear(rxdctl(q), RXDCTL_ENABLE);
+            self.clear(rxdctl(q), RXDCTL_ENABLE)?;
             self.wait(rxdctl(q), RXDCTL_ENABLE, 0, "RXDCTL.ENABLE to clear", second)?;
         }
         std::thread::sleep(Duration::from_micros(100));
         // Master disable, then wait for outstanding requests [DS 5.2.5.3.2].
-        self.set(CTRL, CTRL_MASTER_DISABLE);
+        self.set(CTRL, CTRL_MASTER_DISABLE)?;
         self.wait(STATUS, STATUS_MASTER_ENABLE, 0, "STATUS.PCIe master enable to clear", second)?;
         // Software reset [DS 4.2.1.6.1]; wait at least 1 ms, then 10 ms more [DS 4.6.3.2].
-        self.set(CTRL, CTRL_RST);
+        self.set(CTRL, CTRL_RST)?;
         self.wait(CTRL, CTRL_RST, 0, "CTRL.RST to clear", second)?;
         std::thread::sleep(Duration::from_millis(10));
         // Interrupts off [DS 4.6.3.1].
-        self.write(EIMC, 0x7FFF_FFFF);
-        self.write(eimc_ex(0), 0xFFFF_FFFF);
-        self.write(eimc_ex(1), 0xFFFF_FFFF);
+        self.write(EIMC, 0x7FFF_FFFF)?;
+        self.write(eimc_ex(0), 0xFFFF_FFFF)?;
+        self.write(eimc_ex(1), 0xFFFF_FFFF)?;
         // Flow-control high water mark so it can be enabled [DS 4.6.11.3.4].
-        self.write(FCRTH0, ((512 * 1024 - 0x6000) / 32) << 5);
+        self.write(FCRTH0, ((512 * 1024 - 0x6000) / 32) << 5)?;
         // EEPROM auto-read done and valid [DS 4.6.3].
         self.wait(EEC, EEC_AUTO_RD, EEC_AUTO_RD, "EEC.AUTO_RD (EEPROM read done)", second)?;
         if self.read(EEC) & EEC_PRES == 0 || self.read(FWSM) & FWSM_EXT_ERR_IND != 0 {
-            return Err(DriverError::Eeprom { address: self.address.to_string() });
+            return Err(DriverError::Eeprom { address: self.address().to_string() });
         }
         // DMA init done [DS 4.6.3].
         self.wait(RDRXCTL, RDRXCTL_DMAIDONE, RDRXCTL_DMAIDONE, "RDRXCTL.DMAIDONE", second)?;
         // Receive filters and tables to a known state [DS 4.6.10].
         for n in 0..128 {
-            self.write(pfuta(n), 0);
-            self.write(pfvlvfb(n), 0);
-            self.write(mta(n), 0);
-            self.clear(ftqf(n), 1 << 31);
+            self.write(pfuta(n), 0)?;
+            self.write(pfvlvfb(n), 0)?;
+            self.write(mta(n), 0)?;
+            self.clear(ftqf(n), 1 << 31)?;
         }
         for n in 0..64 {
-            self.write(pfvlvf(n), 0);
+            self.write(pfvlvf(n), 0)?;
         }
         for n in 0..256 {
-            self.write(mpsar(n), u32::from(n == 0));
+            self.write(mpsar(n), u32::from(n == 0))?;
         }
         // CRC strip in both places, RSC off, FCoE write fix [DS 4.6.7, 8.2.3.8.8].
         self.write(
             RDRXCTL,
             (self.read(RDRXCTL) | RDRXCTL_CRCSTRIP | RDRXCTL_RSCACKC | RDRXCTL_FCOE_WRFIX) & !RDRXCTL_RSCFRSTSIZE,
-        );
-        self.set(HLREG0, HLREG0_RXCRCSTRP | HLREG0_TXCRCEN | HLREG0_TXPADEN);
+        )?;
+        self.set(HLREG0, HLREG0_RXCRCSTRP | HLREG0_TXCRCEN | HLREG0_TXPADEN)?;
         // DCB and VT off: one packet buffer [DS 4.6.11.3.4].
         for n in 1..8 {
-            self.write(rxpbsize(n), 0);
-            self.write(txpbsize(n), 0);
+            self.write(rxpbsize(n), 0)?;
+            self.write(txpbsize(n), 0)?;
         }
-        self.set(MFLCN, MFLCN_RFCE);
-        self.write(FCCFG, (self.read(FCCFG) & !(0x3 << 3)) | (1 << 3));
+        self.set(MFLCN, MFLCN_RFCE)?;
+        self.write(FCCFG, (self.read(FCCFG) & !(0x3 << 3)) | (1 << 3))?;
         for q in 0..128 {
-            self.write(RTTDQSEL, q);
-            self.write(RTTDT1C, 0);
+            self.write(RTTDQSEL, q)?;
+            self.write(RTTDT1C, 0)?;
         }
         // TX global settings [DS 4.6.11.3.4, 8.2.3.9.16].
-        self.write(TXPBTHRESH0, (self.read(TXPBTHRESH0) & !0x3FF) | (0xA0 - 2));
-        self.write(DTXMXSZRQ, 0xFFF);
-        self.clear(RTTDCS, RTTDCS_ARBDIS);
-        self.set(CTRL_EXT, CTRL_EXT_NS_DIS);
+        self.write(TXPBTHRESH0, (self.read(TXPBTHRESH0) & !0x3FF) | (0xA0 - 2))?;
+        self.write(DTXMXSZRQ, 0xFFF)?;
+        self.clear(RTTDCS, RTTDCS_ARBDIS)?;
+        self.set(CTRL_EXT, CTRL_EXT_NS_DIS)?;
         // Promiscuous: change filters only with receive off [DS 8.2.3.7.1].
         let rxen = self.read(RXCTRL) & RXCTRL_RXEN;
-        self.clear(RXCTRL, RXCTRL_RXEN);
-        self.set(FCTRL, FCTRL_UPE | FCTRL_MPE | FCTRL_BAM);
-        self.set(RXCTRL, rxen);
+        self.clear(RXCTRL, RXCTRL_RXEN)?;
+        self.set(FCTRL, FCTRL_UPE | FCTRL_MPE | FCTRL_BAM)?;
+        self.set(RXCTRL, rxen)?;
         Ok(())
     }
 
@@ -385,16 +291,16 @@ impl<'a> Device<'a> {
     /// in the packet buffer when no descriptor is free instead of dropping (no
     /// SRRCTL.DROP_EN), so nothing is lost to a slow or descheduled driver. Call it after
     /// [`Self::init`] and before the queues are set up.
-    pub fn enable_flow_control(&self) {
+    pub fn enable_flow_control(&self) -> Result<(), DriverError> {
         let buffer = ((self.read(rxpbsize(0)) >> 10) & 0x3FF) * 1024;
         let high = buffer.saturating_sub(FLOW_CONTROL_HEADROOM) & !0x1F;
-        self.write(FCRTL0, (high / 2) & !0x1F | FCRTL_XONE);
-        self.write(FCRTH0, high | FCRTH_FCEN);
+        self.write(FCRTL0, (high / 2) & !0x1F | FCRTL_XONE)?;
+        self.write(FCRTH0, high | FCRTH_FCEN)?;
         // Pause time in quanta of 512 bit times, refreshed at half of it, as DPDK and Linux do.
-        self.write(FCTTV0, u32::from(FLOW_CONTROL_PAUSE));
-        self.write(FCRTV, u32::from(FLOW_CONTROL_PAUSE / 2));
-        self.set(MFLCN, MFLCN_RFCE);
-        self.write(FCCFG, (self.read(FCCFG) & !FCCFG_TFCE_MASK) | FCCFG_TFCE_802_3X);
+        self.write(FCTTV0, u32::from(FLOW_CONTROL_PAUSE))?;
+        self.write(FCRTV, u32::from(FLOW_CONTROL_PAUSE / 2))?;
+        self.set(MFLCN, MFLCN_RFCE)?;
+        self.write(FCCFG, (self.read(FCCFG) & !FCCFG_TFCE_MASK) | FCCFG_TFCE_802_3X)
     }
 
     /// Whether [`Self::enable_flow_control`] is in effect (FCRTH(0).FCEN).
@@ -419,111 +325,48 @@ impl<'a> Device<'a> {
         if self.read(RXCTRL) & RXCTRL_RXEN != 0 {
             return Ok(());
         }
-        self.set(SECRXCTRL, SECRXCTRL_RX_DIS);
+        self.set(SECRXCTRL, SECRXCTRL_RX_DIS)?;
         self.wait(SECRXSTAT, SECRXSTAT_RDY, SECRXSTAT_RDY, "SECRXSTAT.SECRX_RDY", Duration::from_secs(1))?;
-        self.set(RXCTRL, RXCTRL_RXEN);
-        self.clear(SECRXCTRL, SECRXCTRL_RX_DIS);
+        self.set(RXCTRL, RXCTRL_RXEN)?;
+        self.clear(SECRXCTRL, SECRXCTRL_RX_DIS)?;
         Ok(())
     }
 
-    /// Programs RX queue 0 on a ring of `len` legacy descriptors at `ring` (in the memory
-    /// `lease` holds), buffers of
-    /// `BUFFER_SIZE`, dropping when no descriptor is free unless flow control is on (frames
-    /// then wait in the packet buffer); enables it and hands the device `tail` [DS 4.6.7.1].
-    /// Returns the tail register and the queue, enabled until it is dropped. The first queue
-    /// of the process confines it (`platform::confine`, docs/safety.md).
-    pub(crate) fn set_input(
+    /// Gives RX queue 0 the ring `ring` (buffers of [`crate::BUFFER_SIZE`], dropping when no
+    /// descriptor is free unless flow control is on: frames then wait in the packet buffer),
+    /// enables it and hands the device every descriptor but one [DS 4.6.7.1, 7.1.9]. The queue
+    /// is enabled until it is dropped. The first queue of the process confines it
+    /// (`platform::confine`, docs/safety.md).
+    pub(crate) fn set_input<const N: usize>(
         &self,
-        ring: DmaAddr<'a>,
-        len: usize,
-        tail: u32,
-        lease: DmaLease,
-    ) -> Result<InputRegisters<'a>, DriverError> {
-        platform::confine::confine_process()?;
-        let ring_phys = ring.get();
+        ring: LegacyRing<'_, N>,
+    ) -> Result<EnabledQueue<'a, N>, DriverError> {
         let q = QueueIndex::new(0);
         if self.read(rxdctl(q)) & RXDCTL_ENABLE != 0 {
-            return Err(DriverError::Exhausted { address: self.address.to_string(), what: "free RX queue 0" });
+            return Err(DriverError::Exhausted { address: self.address().to_string(), what: "free RX queue 0" });
         }
-        self.write(rdbah(q), (ring_phys >> 32) as u32);
-        self.write(rdbal(q), ring_phys as u32);
-        self.write(rdlen(q), (len * 16) as u32);
-        // The head starts at the ring's start, also when the queue ran before [DS 8.2.3.8.4].
-        self.write(rdh(q), 0);
-        let bsize = (crate::BUFFER_SIZE / 1024) as u32;
-        let drop_en = if self.flow_control() { 0 } else { SRRCTL_DROP_EN };
-        self.write(srrctl(q), (self.read(srrctl(q)) & !(SRRCTL_BSIZEPACKET_MASK | SRRCTL_DROP_EN)) | bsize | drop_en);
-        let keeper = self.keeper(rxdctl(q), &lease)?;
-        self.set(rxdctl(q), RXDCTL_ENABLE);
-        // From here on the queue is disabled again on every way out, errors included.
-        let queue = EnabledQueue { device: *self, control: rxdctl(q), lease: Some(lease), keeper };
-        self.wait(rxdctl(q), RXDCTL_ENABLE, RXDCTL_ENABLE, "RXDCTL.ENABLE", Duration::from_secs(1))?;
-        self.write(rdt(q), tail);
+        let queue = self.regs.enable_rx(RxQueueIndex::new(0), ring, !self.flow_control())?;
+        queue.doorbell().ring(RingIndex::wrapping(N - 1));
         self.start_receive()?;
         // No relaxed ordering of descriptor write-back [DS 8.2.3.11.1].
-        self.clear(dca_rxctrl(q), DCA_RXCTRL_RELAXED_WRITE);
-        Ok(InputRegisters { tail: self.register(rdt(q)), head: self.register(rdh(q)), queue })
+        self.clear(dca_rxctrl(q), DCA_RXCTRL_RELAXED_WRITE)?;
+        Ok(queue)
     }
 
-    /// Programs the first disabled TX queue on a ring of `len` legacy descriptors, with head
-    /// write-back to `head_phys` if given (both in the memory `lease` holds), and enables it
-    /// [DS 4.6.8, 7.2.3.5.2]. Returns the
-    /// queue's tail and head registers.
-    pub(crate) fn add_output(
+    /// Gives the first disabled TX queue the ring `ring`, with head write-back to `head`, and
+    /// enables it [DS 4.6.8, 7.2.3.5.2].
+    pub(crate) fn add_output<const N: usize>(
         &self,
-        ring: DmaAddr<'a>,
-        len: usize,
-        head: Option<DmaAddr<'a>>,
-        lease: DmaLease,
-    ) -> Result<TxRegisters<'a>, DriverError> {
-        platform::confine::confine_process()?;
-        let (ring_phys, head_phys) = (ring.get(), head.map(DmaAddr::get));
+        ring: LegacyRing<'_, N>,
+        head: HeadSlot<'_>,
+    ) -> Result<EnabledQueue<'a, N>, DriverError> {
         let q = QueueIndex::all()
             .find(|&q| self.read(txdctl(q)) & TXDCTL_ENABLE == 0)
-            .ok_or(DriverError::Exhausted { address: self.address.to_string(), what: "free TX queue" })?;
-        self.write(tdbah(q), (ring_phys >> 32) as u32);
-        self.write(tdbal(q), ring_phys as u32);
-        self.write(tdlen(q), (len * 16) as u32);
-        // The head starts at the ring's start, also when the queue ran before [DS 8.2.3.9.8].
-        self.write(tdh(q), 0);
+            .ok_or(DriverError::Exhausted { address: self.address().to_string(), what: "free TX queue" })?;
         // PTHRESH 60, HTHRESH 4 as TinyNF [DS 8.2.3.9.10].
-        self.write(txdctl(q), (self.read(txdctl(q)) & !0x7F7F) | 60 | (4 << 8));
-        if let Some(head) = head_phys {
-            self.write(tdwbah(q), (head >> 32) as u32);
-            self.write(tdwbal(q), head as u32 | TDWBAL_HEAD_WB_EN);
-        }
-        self.clear(dca_txctrl(q), DCA_TXCTRL_RELAXED_WRITE);
-        self.set(DMATXCTL, DMATXCTL_TE);
-        let keeper = self.keeper(txdctl(q), &lease)?;
-        self.set(txdctl(q), TXDCTL_ENABLE);
-        let queue = EnabledQueue { device: *self, control: txdctl(q), lease: Some(lease), keeper };
-        self.wait(txdctl(q), TXDCTL_ENABLE, TXDCTL_ENABLE, "TXDCTL.ENABLE", Duration::from_secs(1))?;
-        Ok(TxRegisters { tail: self.register(tdt(q)), head: self.register(tdh(q)), queue })
-    }
-
-    /// Hands the queue whose control register is `control`, and the memory `lease` holds, to
-    /// the process's keeper, if its queues get one (a real device, or
-    /// `platform::keeper::keep_every_queue`). Called before the queue is enabled, so that the
-    /// keeper holds the memory for as long as the queue may use it.
-    fn keeper(&self, control: Reg, lease: &DmaLease) -> Result<Option<Keeper>, DriverError> {
-        if !platform::keeper::keeps_queues() {
-            return Ok(None);
-        }
-        let plan = StopPlan {
-            control: control.get() * 4,
-            enable: RXDCTL_ENABLE, // the same bit as TXDCTL.ENABLE
-            ctrl: CTRL.get() * 4,
-            master_disable: CTRL_MASTER_DISABLE,
-            status: STATUS.get() * 4,
-            master_enable: STATUS_MASTER_ENABLE,
-        };
-        let memory = lease.file().ok_or_else(|| {
-            DriverError::Invalid(
-                "this DMA memory has no file the keeper could hold: allocate it on hugetlbfs (DmaBlock::allocate)"
-                    .to_string(),
-            )
-        })?;
-        Ok(Some(Keeper::start(self.bar, plan, memory)?))
+        self.write(txdctl(q), (self.read(txdctl(q)) & !0x7F7F & !TXDCTL_ENABLE) | 60 | (4 << 8))?;
+        self.clear(dca_txctrl(q), DCA_TXCTRL_RELAXED_WRITE)?;
+        Ok(self.regs.enable_tx(TxQueueIndex::new(q.get()), ring, head)?)
     }
 
     /// Totals since reset (or since the last read on hardware, where they clear on read).

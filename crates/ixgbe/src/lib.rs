@@ -8,7 +8,10 @@
 //!   the device-independent [`queues::Receive`] and [`queues::Transmit`] traits.
 //!
 //! This crate has no `unsafe`: volatile memory, ring indices and run-time ranged arrays come
-//! from the `invariants` kernel, whose types make the per-packet code check-free.
+//! from the `invariants` kernel, whose types make the per-packet code check-free, and DMA
+//! memory, descriptor rings and the registers that give the device memory from
+//! `platform::dma` and `platform::i82599`, so that nothing this crate does can point the
+//! device outside the memory it was given.
 
 #![forbid(unsafe_code)]
 
@@ -20,13 +23,9 @@ pub mod regs;
 
 pub use device::{Device, DriverError, Port, PresenceCheck};
 
-/// Bytes per packet buffer.
-pub const BUFFER_SIZE: usize = 2048;
-/// A packet buffer in DMA memory, as 8-byte words: the type makes its alignment known, so constant byte
-/// ranges (the MAC rewrite) are written with word stores.
-pub type PacketData = [u64; BUFFER_SIZE / 8];
-/// A packet length, at most one buffer.
-pub type PacketLength = invariants::Bounded<BUFFER_SIZE>;
+/// Bytes per packet buffer, packet buffers and their lengths: the trusted base's, which gives
+/// the device no longer buffer and takes no longer length.
+pub use platform::dma::{PacketData, PacketLength, BUFFER_SIZE};
 
 /// Frames a driver refused because of what the device wrote back, by cause: indexed by the
 /// descriptor's EOP bit, so counting needs no branch of its own [DS 7.1.5].

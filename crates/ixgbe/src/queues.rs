@@ -9,16 +9,17 @@
 //! ("buffers are conserved"). "Pool inversion": a receive queue and the transmit queue its
 //! packets go to share one pool, so recycled TX buffers refill that RX ring.
 
-use crate::device::{Device, DriverError, EnabledQueue};
-use crate::memory::{DmaBlock, Layout};
-use crate::regs::{RX_DD, RX_EOP, TX_EOP, TX_IFCS, TX_RS};
-use crate::{PacketData, PacketLength, Refused, BUFFER_SIZE};
-use invariants::{ArrayStack, RingArray, RingIndex, RingQueue, VolatileArray, VolatilePtr};
+use crate::device::{Device, DriverError};
+use crate::regs::{RX_DD, RX_EOP};
+use crate::{PacketData, PacketLength, Refused};
+use invariants::{ArrayStack, RingArray, RingIndex, RingQueue, VolatilePtr};
+use platform::dma::{BufAddr, BuffersArea, DescriptorArea, DmaLayout, DmaRegion, HeadArea};
+use platform::i82599::{Doorbell, EnabledQueue, LegacyRing, TxCommand};
 
-/// One packet buffer in DMA memory: its bytes, physical address and current length.
+/// One packet buffer in DMA memory: its bytes, bus address and current length.
 pub struct Buffer<'a> {
     data: VolatilePtr<'a, PacketData>,
-    phys: u64,
+    addr: BufAddr<'a>,
     /// Length of the packet in the buffer.
     pub length: PacketLength,
 }
@@ -40,10 +41,10 @@ impl<'a> Buffer<'a> {
         self.data
     }
 
-    /// The bus address of the buffer's first byte, for a device crate's descriptors.
+    /// The bus address of the buffer, for a device crate's descriptors.
     #[inline(always)]
-    pub fn device_address(&self) -> u64 {
-        self.phys
+    pub fn device_address(&self) -> BufAddr<'a> {
+        self.addr
     }
 }
 
@@ -54,20 +55,17 @@ pub struct BufferPool<'a> {
 }
 
 impl<'a> BufferPool<'a> {
-    /// A pool of every buffer of `block` from `offset` on, `count` of them, each within one
-    /// hugepage. Only [`QueueMemory::parts`] makes pools, one per memory at a time, so no two
+    /// A pool of every buffer of `area` in `region`. Only [`QueueMemory::parts`] and
+    /// [`crate::memory::RingsAndPool::parts`] make pools, one per memory at a time, so no two
     /// pools hold the same buffer.
-    pub(crate) fn new(block: &'a DmaBlock, offset: usize, count: usize) -> Result<Self, DriverError> {
-        let m = block.memory();
-        // Room for every buffer, so `give` never has to grow the vector.
-        let mut free = Vec::with_capacity(count);
-        for i in 0..count {
-            let at = offset + i * BUFFER_SIZE;
-            let data = m.ptr::<PacketData>(at).ok_or(DriverError::Invalid("pool outside its block".into()))?;
-            let phys = block.device_range(at, BUFFER_SIZE, "a packet buffer")?.get();
-            free.push(Buffer { data, phys, length: PacketLength::ZERO });
-        }
-        Ok(BufferPool { free, total: count })
+    pub(crate) fn new(region: &'a DmaRegion, area: BuffersArea) -> Result<Self, DriverError> {
+        let free: Vec<Buffer<'a>> = region
+            .buffers(area)?
+            .into_iter()
+            .map(|b| Buffer { data: b.data, addr: b.addr, length: PacketLength::ZERO })
+            .collect();
+        let total = free.len();
+        Ok(BufferPool { free, total })
     }
 
     /// A free buffer, if any.
@@ -182,29 +180,26 @@ pub trait Transmit<'a> {
 /// # }
 /// ```
 pub struct QueueMemory<const N: usize> {
-    block: DmaBlock,
-    rx_ring: usize,
-    tx_ring: usize,
-    head: usize,
-    buffers: usize,
-    pool: usize,
+    region: DmaRegion,
+    rx_ring: DescriptorArea,
+    tx_ring: DescriptorArea,
+    head: HeadArea,
+    buffers: BuffersArea,
 }
 
 impl<const N: usize> QueueMemory<N> {
     /// Rings of `N` entries and a pool of `pool` buffers.
     pub fn allocate(pool: usize) -> Result<Self, DriverError> {
-        let mut l = Layout::default();
-        let rx_ring = l.place(N * 16, 128);
-        let tx_ring = l.place(N * 16, 128);
-        let head = l.place(64, 64);
-        let buffers = l.place(BUFFER_SIZE, BUFFER_SIZE);
-        let end = buffers + pool * BUFFER_SIZE;
-        Ok(QueueMemory { block: DmaBlock::allocate(end)?, rx_ring, tx_ring, head, buffers, pool })
+        let mut l = DmaLayout::new();
+        let rx_ring = l.descriptor_ring(N)?;
+        let tx_ring = l.descriptor_ring(N)?;
+        let head = l.head_slot()?;
+        let buffers = l.buffers(pool)?;
+        Ok(QueueMemory { region: DmaRegion::allocate(&l)?, rx_ring, tx_ring, head, buffers })
     }
 
-    /// The RX ring, the TX ring and the pool of this memory; refused while a queue made from
-    /// earlier parts was leaked instead of dropped ([`DmaBlock`]). A second call while the
-    /// first parts live does not compile:
+    /// The RX ring, the TX ring and the pool of this memory. A second call while the first
+    /// parts live does not compile:
     ///
     /// ```compile_fail,E0499
     /// # use ixgbe::queues::QueueMemory;
@@ -214,13 +209,8 @@ impl<const N: usize> QueueMemory<N> {
     /// drop((first, second));
     /// ```
     pub fn parts(&mut self) -> Result<QueueParts<'_, N>, DriverError> {
-        self.block.check_not_given()?;
         let mem: &QueueMemory<N> = self;
-        Ok(QueueParts {
-            rx: RxRing { mem },
-            tx: TxRing { mem },
-            pool: BufferPool::new(&mem.block, mem.buffers, mem.pool)?,
-        })
+        Ok(QueueParts { rx: RxRing { mem }, tx: TxRing { mem }, pool: BufferPool::new(&mem.region, mem.buffers)? })
     }
 }
 
@@ -254,48 +244,32 @@ pub struct TxRing<'a, const N: usize> {
 
 /// RX queue 0 of an 82599 with `N` legacy descriptors.
 pub struct RxQueue<'a, const N: usize> {
-    ring: VolatileArray<'a, [u64; 2], N>,
+    ring: LegacyRing<'a, N>,
     /// The buffer of every slot: an RX ring is always full, so no slot is ever empty.
     held: RingArray<Buffer<'a>, N>,
-    tail: VolatilePtr<'a, u32>,
-    /// RDH, read only by [`RxQueue::desynchronised`].
-    head_register: VolatilePtr<'a, u32>,
+    tail: Doorbell<'a, N>,
     next: RingIndex<N>,
     /// Frames refused (length beyond the buffer, or spanning buffers) and recycled.
     pub refused: Refused,
-    /// The device queue, disabled when this queue is dropped (before its memory can go).
-    _queue: EnabledQueue<'a>,
+    /// The device queue, disabled when this queue is dropped (before its memory can go); its
+    /// head register is read only by [`RxQueue::desynchronised`].
+    queue: EnabledQueue<'a, N>,
 }
 
 impl<'a, const N: usize> RxQueue<'a, N> {
     /// Fills the ring from `pool` and enables RX queue 0 of `device` [DS 4.6.7].
     pub fn new(device: &Device<'a>, ring: RxRing<'a, N>, pool: &mut BufferPool<'a>) -> Result<Self, DriverError> {
         let mem = ring.mem;
-        let phys = mem.block.device_range(mem.rx_ring, N * 16, "the RX ring")?;
-        let ring =
-            mem.block.memory().array::<[u64; 2], N>(mem.rx_ring).ok_or(DriverError::Invalid("ring layout".into()))?;
         let buffers: Vec<Buffer<'a>> = std::iter::from_fn(|| pool.take()).take(N).collect();
         if buffers.len() < N {
             buffers.into_iter().for_each(|b| pool.give(b));
             return Err(DriverError::Invalid(format!("a pool of at least {N} buffers is needed to fill the RX ring")));
         }
         let mut buffers = buffers.into_iter();
-        let held = RingArray::from_fn(|i| {
-            let b = buffers.next().expect("N buffers were taken");
-            ring.ring(i).at::<0>().write(b.phys.to_le());
-            ring.ring(i).at::<1>().write(0);
-            b
-        });
-        let registers = device.set_input(phys, N, (N - 1) as u32, mem.block.lease())?;
-        Ok(RxQueue {
-            ring,
-            held,
-            tail: registers.tail,
-            head_register: registers.head,
-            next: RingIndex::ZERO,
-            refused: Refused::default(),
-            _queue: registers.queue,
-        })
+        let held = RingArray::from_fn(|_| buffers.next().expect("N buffers were taken"));
+        let ring = LegacyRing::new(&mem.region, mem.rx_ring, |i| held[i].addr)?;
+        let queue = device.set_input(ring)?;
+        Ok(RxQueue { ring, held, tail: queue.doorbell(), next: RingIndex::ZERO, refused: Refused::default(), queue })
     }
 
     /// Buffers in the ring: always all `N`.
@@ -314,8 +288,8 @@ impl<'a, const N: usize> RxQueue<'a, N> {
     #[inline(never)]
     #[cold]
     pub fn desynchronised(&self) -> Option<usize> {
-        let device_head = RingIndex::<N>::wrapping(self.head_register.read() as usize);
-        let waiting = u64::from_le(self.ring.ring(self.next).at::<1>().read()) & RX_DD == 0;
+        let device_head = RingIndex::<N>::wrapping(self.queue.device_head() as usize);
+        let waiting = self.ring.status(self.next) & RX_DD == 0;
         (device_head == self.next.prev() && waiting).then_some(self.next.get())
     }
 }
@@ -332,14 +306,12 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
         let mut next = start;
         while !batch.is_full() {
             let i = next;
-            let desc = self.ring.ring(i);
-            let status = u64::from_le(desc.at::<1>().read());
+            let status = self.ring.status(i);
             if status & RX_DD == 0 {
                 break;
             }
             let Some(fresh) = pool.take() else { break };
-            desc.at::<0>().write(fresh.phys.to_le());
-            desc.at::<1>().write(0);
+            self.ring.receive_into(i, fresh.addr);
             next = i.next();
             let mut old = std::mem::replace(&mut self.held[i], fresh);
             // The written-back length is untrusted [DS 7.1.5]: converted once; a frame that
@@ -361,7 +333,7 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
         self.next = next;
         if next != start {
             // RDT = last descriptor handed back, so RDT never equals RDH [DS 7.1.9].
-            self.tail.write(next.prev().get() as u32);
+            self.tail.ring(next.prev());
         }
         got
     }
@@ -369,15 +341,14 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
 
 /// A TX queue of an 82599 with `N` legacy descriptors and head write-back.
 pub struct TxQueue<'a, const N: usize> {
-    ring: VolatileArray<'a, [u64; 2], N>,
+    ring: LegacyRing<'a, N>,
     /// The buffers queued and not yet recycled: from the last recycled slot up to the tail.
     held: RingQueue<Buffer<'a>, N>,
     head: VolatilePtr<'a, u32>,
-    tail: VolatilePtr<'a, u32>,
-    /// TDH, read only by [`TxQueue::unsent`].
-    head_register: VolatilePtr<'a, u32>,
-    /// The device queue, disabled when this queue is dropped (before its memory can go).
-    _queue: EnabledQueue<'a>,
+    tail: Doorbell<'a, N>,
+    /// The device queue, disabled when this queue is dropped (before its memory can go); its
+    /// head register (TDH) is read only by [`TxQueue::unsent`].
+    queue: EnabledQueue<'a, N>,
 }
 
 /// RS is requested once per this many descriptors; buffers are recycled from the head then.
@@ -388,24 +359,16 @@ impl<'a, const N: usize> TxQueue<'a, N> {
     /// so that the head is always written back before the ring fills.
     const RS_PERIOD: usize = if N >= 2 * TX_RECYCLE_PERIOD { TX_RECYCLE_PERIOD } else { N / 2 };
 
-    /// Enables the first free TX queue of `device` on this memory's TX ring [DS 4.6.8].
+    /// Enables the first free TX queue of `device` on this memory's TX ring [DS 4.6.8]. Its
+    /// slots name the memory's first buffer until packets are queued (a slot always names one).
     pub fn new(device: &Device<'a>, ring: TxRing<'a, N>) -> Result<Self, DriverError> {
         let mem = ring.mem;
-        let phys = mem.block.device_range(mem.tx_ring, N * 16, "the TX ring")?;
-        let head_phys = mem.block.device_range(mem.head, 4, "the head write-back slot")?;
-        let m = mem.block.memory();
-        let ring = m.array::<[u64; 2], N>(mem.tx_ring).ok_or(DriverError::Invalid("ring layout".into()))?;
-        let head = m.ptr::<u32>(mem.head).ok_or(DriverError::Invalid("head layout".into()))?;
-        head.write(0);
-        let registers = device.add_output(phys, N, Some(head_phys), mem.block.lease())?;
-        Ok(TxQueue {
-            ring,
-            held: RingQueue::new(),
-            head,
-            tail: registers.tail,
-            head_register: registers.head,
-            _queue: registers.queue,
-        })
+        let filler = mem.region.buffer(mem.buffers, 0)?.addr;
+        let ring = LegacyRing::new(&mem.region, mem.tx_ring, |_| filler)?;
+        let head = mem.region.head_slot(mem.head)?;
+        head.value().write(0);
+        let queue = device.add_output(ring, head)?;
+        Ok(TxQueue { ring, held: RingQueue::new(), head: head.value(), tail: queue.doorbell(), queue })
     }
 
     /// Buffers in the ring.
@@ -418,7 +381,7 @@ impl<'a, const N: usize> TxQueue<'a, N> {
     /// an RS period. The device's value is untrusted: one outside what was queued counts as
     /// nothing sent.
     pub fn unsent(&self) -> usize {
-        let head = RingIndex::<N>::wrapping(self.head_register.read() as usize);
+        let head = RingIndex::<N>::wrapping(self.queue.device_head() as usize);
         let queued = self.held.len();
         if self.held.front().distance_to(head) > queued {
             return queued;
@@ -447,15 +410,14 @@ impl<'a, const N: usize> Transmit<'a> for TxQueue<'a, N> {
             self.recycle(pool);
         }
         // The whole batch, or as many as fit: `push_back_from` stops at the last free slot.
-        let (ring, all) = (&self.ring, batch.len());
+        let (ring, all) = (self.ring, batch.len());
         let sent = self.held.push_back_from(&mut batch.items, all, |i, b| {
-            let rs = if i.get() % Self::RS_PERIOD == Self::RS_PERIOD - 1 { TX_RS } else { 0 };
-            let desc = ring.ring(i);
-            desc.at::<0>().write(b.phys.to_le());
-            desc.at::<1>().write((b.length.get() as u64 | TX_EOP | TX_IFCS | rs).to_le());
+            let report = i.get() % Self::RS_PERIOD == Self::RS_PERIOD - 1;
+            let command = if report { TxCommand::SEND_AND_REPORT } else { TxCommand::SEND };
+            ring.transmit_from(i, b.addr, b.length, command);
         });
         if sent > 0 {
-            self.tail.write(self.held.back().get() as u32);
+            self.tail.ring(self.held.back());
         }
         sent
     }
@@ -464,22 +426,10 @@ impl<'a, const N: usize> Transmit<'a> for TxQueue<'a, N> {
 #[cfg(test)]
 mod memory_tests {
     use super::*;
-    use platform::hugepage::HUGEPAGE;
-
-    #[test]
-    fn a_buffer_across_a_hugepage_boundary_is_refused() {
-        // Needs root and hugepages (make test provides them). BufferPool::new(&block, HP - 8, 1)
-        // used to hand the device a buffer whose second half was in another, unrelated page.
-        let block = DmaBlock::allocate(2 * HUGEPAGE).unwrap();
-        let e = BufferPool::new(&block, HUGEPAGE - 8, 1).err().expect("a straddling buffer is refused");
-        assert!(e.to_string().contains("crosses a hugepage boundary"), "{e}");
-        assert!(BufferPool::new(&block, 2 * HUGEPAGE - BUFFER_SIZE, 2).is_err(), "past the block's end");
-        let pool = BufferPool::new(&block, HUGEPAGE - BUFFER_SIZE, 2).unwrap();
-        assert_eq!(pool.total(), 2, "the last buffer of one page and the first of the next");
-    }
 
     #[test]
     fn queue_memory_hands_out_its_parts_once_per_borrow() {
+        // Needs root and hugepages (make test provides them).
         let mut mem = QueueMemory::<64>::allocate(128).unwrap();
         let parts = mem.parts().unwrap();
         assert_eq!(parts.pool.total(), 128);

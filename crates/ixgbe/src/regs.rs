@@ -1,22 +1,10 @@
 //! 82599 BAR0 registers used by the driver, as indices into the register file whose range is
 //! checked at compile time. Section numbers are those of the Intel 82599 10 GbE Controller
-//! Datasheet rev. 3.3 ("DS").
+//! Datasheet rev. 3.3 ("DS"). Which of them any code may write, and the registers that give
+//! the device memory, are the trusted base's (`platform::i82599`).
 
 use invariants::ConstIndex;
-
-/// BAR0 size [DS 8.1].
-pub const BAR0_LEN: usize = 0x20000;
-/// Number of 32-bit registers in BAR0.
-pub const BAR0_DWORDS: usize = BAR0_LEN / 4;
-/// A register: a dword index below [`BAR0_DWORDS`].
-pub type Reg = ConstIndex<BAR0_DWORDS>;
-
-/// The register at byte `offset`; out-of-range or misaligned offsets fail to compile when
-/// used in a `const` item.
-pub const fn reg(offset: usize) -> Reg {
-    assert!(offset % 4 == 0, "registers are dword-aligned");
-    ConstIndex::new(offset / 4)
-}
+pub use platform::i82599::{reg, Reg, BAR0_DWORDS, BAR0_LEN};
 
 /// Queues the driver may use per direction (queues 64..127 need VT/DCB modes we leave off).
 pub const MAX_QUEUES: usize = 64;
@@ -29,14 +17,12 @@ const fn queue_reg(base: usize, stride: usize, q: QueueIndex) -> Reg {
     reg(base + stride * q.get())
 }
 
-/// Registers that safe code outside this crate may write with [`crate::Device::write_register`],
-/// as byte-offset ranges `[start, end)`: only those whose every bit is free of a DMA address,
-/// a ring or buffer length or size, a queue or DMA enable, a head or tail, and a reset. The
-/// rest (the queue registers of [DS 8.2.3.8, 8.2.3.9], RXCTRL, DMATXCTL, CTRL, the FCoE DMA
-/// context FCPTRL/FCPTRH/FCBUFF/FCDMARW [DS 8.2.3.19], RSC, DCA, packet-split and every
-/// register not named here) only this crate's typed queue API writes.
+/// Registers that applications may write with [`crate::Device::write_register`], as byte-offset
+/// ranges `[start, end)`: a part of what the trusted base lets any code write
+/// (`platform::i82599::writable`), without the resets, enables and thresholds this crate's
+/// own set-up writes, so that an application cannot undo it.
 pub const APPLICATION_WRITABLE: &[(usize, usize, &str)] = &[
-    (0x00200, 0x00204, "LEDCTL [DS 8.2.3.1.5]"),
+    (0x00200, 0x00204, "LEDCTL [DS 8.2.3.1.6]"),
     (0x00880, 0x00884, "EIMS [DS 8.2.3.5.3]"),
     (0x00888, 0x0088C, "EIMC [DS 8.2.3.5.4]"),
     (0x00AA0, 0x00AA8, "EIMS_EX [DS 8.2.3.5.7]"),

@@ -99,6 +99,23 @@ pub fn confine_process() -> Result<(), PlatformError> {
     check_open_files()
 }
 
+/// Confines this process, which must have one thread, as a sandbox for code it is about to
+/// run (the isolation crate's helper, before it loads a library): no file opened for writing,
+/// made or removed anywhere, no process outside the sandbox traced (its memory read or written
+/// through `/proc/<pid>/mem` included), and, where the kernel offers those scopes (Landlock
+/// ABI 6), none signalled or reached through an abstract socket; with the seccomp filter of
+/// [`confine_process`]. Threads and programs it starts inherit all of it.
+pub fn sandbox_this_process() -> Result<(), PlatformError> {
+    let failed = |what: &str, e: std::io::Error| PlatformError::io(format!("sandboxing this process: {what}"), e);
+    let abi = landlock::abi_version().map_err(|e| PlatformError::Unconfinable {
+        why: format!("the kernel offers no Landlock ({e})"),
+        fix: "use Linux 5.13 or later with Landlock enabled (`lsm=landlock,…` on the kernel command line)",
+    })?;
+    let scoped = if abi >= 6 { landlock::SCOPE_SIGNAL | landlock::SCOPE_ABSTRACT_UNIX_SOCKET } else { 0 };
+    let ruleset = Ruleset::new(landlock::writing_rights(abi), scoped).map_err(|e| failed("creating the ruleset", e))?;
+    landlock::restrict_single_thread(ruleset).map_err(|e| failed("restricting the thread", e))
+}
+
 /// Makes every thread of the process [`UNPRIVILEGED`], with no supplementary groups and, as
 /// the kernel then clears them, no capabilities: whatever it asks of the system from then on,
 /// any user could. Physical addresses of DMA memory allocated later are read through a

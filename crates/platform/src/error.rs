@@ -37,6 +37,14 @@ pub enum PlatformError {
     /// A real device was to be opened while one file's pages are mapped twice in this process
     /// (`mapped_once`).
     MappedTwice { first: String, second: String },
+    /// A request the trusted base refuses (a register no code may write, a layout it cannot
+    /// place); the message names what to do instead.
+    Refused(String),
+    /// The device did not reach a state in time.
+    DeviceTimeout { address: String, what: &'static str },
+    /// Registers read all-ones: the device was removed, reset by someone else, or (under
+    /// nicsim) the simulator stopped.
+    DeviceGone { address: String },
     /// Any other I/O failure, with what we were doing.
     Io { context: String, source: io::Error },
 }
@@ -113,6 +121,16 @@ impl fmt::Display for PlatformError {
                 f,
                 "this process maps one file twice ({first}, and again {second}), and a second mapping of a \
                  driver's memory reaches past the types that guard it: drop one mapping before opening a real device"
+            ),
+            PlatformError::Refused(what) => f.write_str(what),
+            PlatformError::DeviceTimeout { address, what } => write!(
+                f,
+                "{address}: timed out waiting for {what}: check the cable and that no other program drives this port"
+            ),
+            PlatformError::DeviceGone { address } => write!(
+                f,
+                "{address}: the device is gone (its registers read all-ones): it was removed, or nicsim stopped; \
+                 start the driver again once it is back"
             ),
             PlatformError::Io { context, source } => write!(f, "{context}: {source}"),
         }

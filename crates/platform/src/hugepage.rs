@@ -139,7 +139,7 @@ impl DmaMemory {
     }
 }
 
-fn hugepage_error(e: std::io::Error, len: usize) -> PlatformError {
+pub(crate) fn hugepage_error(e: std::io::Error, len: usize) -> PlatformError {
     match e.raw_os_error() {
         Some(libc::ENOMEM) | Some(libc::ENOSPC) | Some(libc::EINVAL) => {
             PlatformError::NoHugepages { requested_bytes: len }

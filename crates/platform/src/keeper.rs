@@ -5,14 +5,20 @@
 //! pages while the device may still write them. The keeper closes that gap: one child per
 //! driver process, forked before the process is confined (`crate::confine`), so that nothing
 //! the driver runs from then on can signal, trace or limit it. It inherits the claims and the
-//! BAR mappings the driver had then. Before a queue is enabled, the driver hands the keeper the
-//! queue's memory (a descriptor of the file behind the mapping, which the keeper maps too, so
-//! the pages stay allocated) and how to stop the queue ([`StopPlan`]). The keeper lets a
-//! queue's memory go only once it has read the device's confirmation itself: when the driver
-//! says the queue stopped (a message it does not trust: anyone with a copy of the socket could
-//! send it), and, for every queue it still holds, when the driver is gone however it went. If
-//! the device confirms neither the queue's stop nor a master disable, the keeper holds the
-//! memory for as long as it lives.
+//! BAR mappings the driver had then. Every DMA region the driver allocates is handed to the
+//! keeper as soon as it exists (a descriptor of its sealed file, which the keeper maps too, so
+//! the pages stay allocated), and before a queue is enabled the keeper is told how to stop it
+//! ([`StopPlan`], made by the device's trusted model, `crate::i82599`). The keeper lets the
+//! memory go only once the driver is gone, however it went, and it has read from the device
+//! itself that every queue it was told of has stopped. A queue the driver says it stopped (a
+//! message it does not trust: anyone with a copy of the socket could send it) it stops itself
+//! if it still runs, and forgets. If the device confirms neither a queue's stop nor a master
+//! disable, the keeper holds the memory for as long as it lives.
+//!
+//! # Soundness
+//! The public items only read the keeper's state or make the process stricter
+//! ([`keep_every_queue`]); what hands the keeper memory or a stop plan is crate-private, so no
+//! caller can make it release memory early or write a register the device model did not name.
 
 use crate::error::PlatformError;
 use crate::mem::MappedRegion;
@@ -28,7 +34,7 @@ mod child;
 
 /// How the keeper stops a queue: byte offsets in BAR0 and their bits.
 #[derive(Debug, Clone, Copy)]
-pub struct StopPlan {
+pub(crate) struct StopPlan {
     /// The queue's control register, and its enable bit: cleared, then read until it is 0.
     pub control: usize,
     pub enable: u32,
@@ -57,7 +63,8 @@ pub fn keeps_queues() -> bool {
     KEEP_EVERY_QUEUE.load(Ordering::SeqCst) || crate::pci::real_device_opened()
 }
 
-/// How many queues one keeper holds at most (an 82599 has 128 RX and 128 TX queues per port).
+/// How many queues, and how many DMA regions, one keeper holds at most (an 82599 has 128 RX
+/// and 128 TX queues per port).
 const SLOTS: usize = 1024;
 
 /// The keeper's process and the driver's end of its socket.
@@ -92,6 +99,7 @@ pub fn keeper_pid() -> Option<u32> {
 /// What the driver tells the keeper, as eight native-endian words.
 const START: u64 = 1;
 const RELEASE: u64 = 2;
+const MEMORY: u64 = 3;
 const MESSAGE: usize = 8 * 8;
 
 /// The keeper's one-byte replies.
@@ -138,21 +146,49 @@ fn decode(bytes: &[u8; MESSAGE]) -> (u64, u64, usize, StopPlan) {
     (w[0], w[1], w[2] as usize, plan)
 }
 
-/// One enabled queue's hold in the keeper: dropping it (or [`Keeper::stopped`]) asks the
-/// keeper to let the queue's memory go, which it does once it reads the queue stopped.
+/// One enabled queue in the keeper: dropping it (or [`Keeper::stopped`]) tells the keeper the
+/// queue stopped, which it checks, stopping the queue itself if it still runs.
 #[derive(Debug)]
-pub struct Keeper {
+pub(crate) struct Keeper {
     id: u64,
 }
 
+/// Runs `f` with this process's keeper, started first if it is not yet (which a process
+/// confined without one cannot do).
+fn with_keeper<R>(f: impl FnOnce(&mut KeeperProcess) -> Result<R, PlatformError>) -> Result<R, PlatformError> {
+    let mut keeper = keeper_process();
+    let k = match keeper.as_mut() {
+        Some(k) => k,
+        None if crate::confine::is_confined() => {
+            return Err(PlatformError::io(
+                "handing DMA memory to its keeper",
+                std::io::Error::other(
+                    "this process was confined without a keeper: call platform::keeper::keep_every_queue() before \
+                     its first queue",
+                ),
+            ))
+        }
+        None => keeper.insert(fork_keeper()?),
+    };
+    f(k)
+}
+
+/// Hands the keeper `memory`, the sealed file behind a DMA region, which it maps and holds
+/// until the driver is gone and every queue it was told of has stopped.
+pub(crate) fn hold_memory(memory: &std::fs::File) -> Result<(), PlatformError> {
+    let failed = |e: std::io::Error| PlatformError::io("handing DMA memory to its keeper", e);
+    with_keeper(|k| match k.ask(&encode(MEMORY, 0, 0, NO_PLAN), Some(memory.as_fd())).map_err(failed)? {
+        HELD => Ok(()),
+        FULL => Err(failed(std::io::Error::other(format!("the keeper holds {SLOTS} regions already")))),
+        other => Err(failed(std::io::Error::other(format!("the keeper refused the memory (reply {other})")))),
+    })
+}
+
 impl Keeper {
-    /// Hands the keeper `memory`, the file behind the queue's memory (open for writing, as the
-    /// keeper maps it whole), and how `plan` stops the queue through `bar`, the device's BAR0.
-    /// Call it after the queue's memory is mapped and before the queue is enabled. Fails if the
-    /// process was confined without a keeper (call [`keep_every_queue`] before the first
-    /// queue), or the BAR was mapped after the keeper started (open every port before the
-    /// first queue).
-    pub fn start(bar: &MappedRegion, plan: StopPlan, memory: &std::fs::File) -> Result<Keeper, PlatformError> {
+    /// Tells the keeper how `plan` stops a queue through `bar`, the device's BAR0. Call it
+    /// before the queue is enabled. Fails if the process was confined without a keeper, or the
+    /// BAR was mapped after the keeper started (open every port before the first queue).
+    pub(crate) fn start(bar: &MappedRegion, plan: StopPlan) -> Result<Keeper, PlatformError> {
         let failed = |e: std::io::Error| PlatformError::io("handing a queue to its keeper", e);
         for at in [plan.control, plan.ctrl, plan.status] {
             if !bar.contains(at, 4) || at % 4 != 0 || at > u32::MAX as usize {
@@ -161,42 +197,27 @@ impl Keeper {
                 ))));
             }
         }
-        let mut keeper = keeper_process();
-        let k = match keeper.as_mut() {
-            Some(k) => k,
-            None if crate::confine::is_confined() => {
-                return Err(failed(std::io::Error::other(
-                    "this process was confined without a keeper: call platform::keeper::keep_every_queue() before \
-                     its first queue",
-                )))
+        with_keeper(|k| {
+            let id = k.next_id;
+            k.next_id += 1;
+            match k.ask(&encode(START, id, bar.virt_addr(), plan), None).map_err(failed)? {
+                HELD => Ok(Keeper { id }),
+                NOT_A_BAR => Err(failed(std::io::Error::other(
+                    "the BAR was mapped after the keeper started: open every port before the first queue",
+                ))),
+                FULL => Err(failed(std::io::Error::other(format!("the keeper holds {SLOTS} queues already")))),
+                other => Err(failed(std::io::Error::other(format!("the keeper refused the queue (reply {other})")))),
             }
-            None => keeper.insert(fork_keeper()?),
-        };
-        let id = k.next_id;
-        k.next_id += 1;
-        match k.ask(&encode(START, id, bar.virt_addr(), plan), Some(memory.as_fd())).map_err(failed)? {
-            HELD => Ok(Keeper { id }),
-            NOT_A_BAR => Err(failed(std::io::Error::other(
-                "the BAR was mapped after the keeper started: open every port before the first queue",
-            ))),
-            FULL => Err(failed(std::io::Error::other(format!("the keeper holds {SLOTS} queues already")))),
-            other => Err(failed(std::io::Error::other(format!("the keeper refused the queue (reply {other})")))),
-        }
+        })
     }
 
-    /// The queue stopped and the device confirmed it: the keeper reads that too and lets the
-    /// memory go.
-    pub fn stopped(self) {}
-
-    /// The keeper's process id.
-    pub fn pid(&self) -> u32 {
-        keeper_pid().unwrap_or(0)
-    }
+    /// The queue stopped and the device confirmed it: the keeper reads that too.
+    pub(crate) fn stopped(self) {}
 }
 
 impl Drop for Keeper {
-    /// Asks the keeper to let the memory go; it stops the queue first if it still runs (as if
-    /// this process had ended), and keeps the memory if the device confirms no stop.
+    /// Tells the keeper the queue stopped; it stops the queue first if it still runs (as if
+    /// this process had ended), and keeps every memory if the device confirms no stop.
     fn drop(&mut self) {
         if let Some(k) = keeper_process().as_mut() {
             let _ = k.ask(&encode(RELEASE, self.id, 0, NO_PLAN), None);
@@ -244,7 +265,7 @@ fn fork_keeper() -> Result<KeeperProcess, PlatformError> {
     keep.push(theirs.as_raw_fd());
     keep.sort_unstable();
     let gaps = descriptor_gaps(&keep);
-    let mut slots = child::Slot::table();
+    let mut slots = child::Slots::new();
     // No BAR is unmapped, and nothing mapped in its place, between the look and the fork.
     let (pid, forked) = crate::mapped_once::frozen(|is_live| {
         let bars = crate::pci::mapped_bars(is_live);

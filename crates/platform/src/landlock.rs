@@ -16,7 +16,22 @@ pub const WRITE_FILE: u64 = 1 << 1;
 pub const MAKE_CHAR: u64 = 1 << 6;
 pub const MAKE_BLOCK: u64 = 1 << 11;
 pub const TRUNCATE: u64 = 1 << 14;
-/// Scopes (ABI 6): no signal to a process outside the domain.
+/// Every right that writes, makes or removes something, as far as Landlock ABI `abi` knows
+/// them: write a file (1), remove a directory or file (4, 5), make a device node, directory,
+/// file, socket, FIFO or link (6-12), rename across directories (13, ABI 2), truncate (14,
+/// ABI 3), ioctl on a device (15, ABI 5).
+pub fn writing_rights(abi: i64) -> u64 {
+    let mut rights = WRITE_FILE | (0x1FF << 4);
+    for (since, right) in [(2, 1 << 13), (3, TRUNCATE), (5, 1 << 15)] {
+        if abi >= since {
+            rights |= right;
+        }
+    }
+    rights
+}
+/// Scopes (ABI 6): no connection to an abstract Unix socket made outside the domain, and no
+/// signal to a process outside it.
+pub const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
 pub const SCOPE_SIGNAL: u64 = 1 << 1;
 const CREATE_RULESET_VERSION: u32 = 1;
 const CREATE_RULESET_ERRATA: u32 = 1 << 1;
@@ -110,6 +125,7 @@ static FAILED: AtomicUsize = AtomicUsize::new(0);
 const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_JEQ_K: u16 = 0x15;
 const BPF_JGE_K: u16 = 0x35;
+const BPF_JSET_K: u16 = 0x45;
 const BPF_RET_K: u16 = 0x06;
 const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
 const SECCOMP_RET_ERRNO_EPERM: u32 = 0x0005_0000 | libc::EPERM as u32;
@@ -126,23 +142,33 @@ const fn insn(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
 
 /// Refuses `ptrace` and `process_vm_writev`, the two ways besides a file to write another
 /// process's memory, so a program started after the confinement cannot write the driver's;
-/// and `prlimit64` on any process but the caller (pid 0), so that none can lower the limits
-/// of the driver's keeper (a CPU time limit ends it with SIGKILL).
-static FILTER: [libc::sock_filter; 13] = [
+/// `prlimit64` on any process but the caller (pid 0), so that none can lower the limits of
+/// the driver's keeper (a CPU time limit ends it with SIGKILL); `fallocate` with any mode but
+/// keep-size, since punching a hole in a mapped hugetlb file frees its pages, which the seals
+/// on DMA memory cannot refuse while it is mapped writable (`crate::dma`); and `io_uring_setup`,
+/// whose requests would run those calls past this filter.
+static FILTER: [libc::sock_filter; 17] = [
     insn(BPF_LD_W_ABS, 0, 0, 4), // seccomp_data.arch
     insn(BPF_JEQ_K, 1, 0, AUDIT_ARCH),
     insn(BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO_EPERM),
     insn(BPF_LD_W_ABS, 0, 0, 0), // seccomp_data.nr
-    insn(BPF_JGE_K, 6, 0, X32_SYSCALL_BIT),
-    insn(BPF_JEQ_K, 5, 0, libc::SYS_ptrace as u32),
-    insn(BPF_JEQ_K, 4, 0, libc::SYS_process_vm_writev as u32),
-    insn(BPF_JEQ_K, 1, 0, libc::SYS_prlimit64 as u32),
+    insn(BPF_JGE_K, 11, 0, X32_SYSCALL_BIT),
+    insn(BPF_JEQ_K, 10, 0, libc::SYS_ptrace as u32),
+    insn(BPF_JEQ_K, 9, 0, libc::SYS_process_vm_writev as u32),
+    insn(BPF_JEQ_K, 8, 0, libc::SYS_io_uring_setup as u32),
+    insn(BPF_JEQ_K, 2, 0, libc::SYS_prlimit64 as u32),
+    insn(BPF_JEQ_K, 3, 0, libc::SYS_fallocate as u32),
     insn(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
-    insn(BPF_LD_W_ABS, 0, 0, 16), // the low half of seccomp_data.args[0], a pid_t
-    insn(BPF_JEQ_K, 1, 0, 0),
+    insn(BPF_LD_W_ABS, 0, 0, 16), // prlimit64: the low half of args[0], a pid_t
+    insn(BPF_JEQ_K, 2, 3, 0),
+    insn(BPF_LD_W_ABS, 0, 0, 24), // fallocate: the low half of args[1], the mode
+    insn(BPF_JSET_K, 1, 0, !FALLOC_FL_KEEP_SIZE),
+    insn(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
     insn(BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO_EPERM),
-    insn(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
 ];
+
+/// `fallocate`'s mode that only reserves blocks, keeping the size: the one it may take.
+const FALLOC_FL_KEEP_SIZE: u32 = 1;
 
 /// Restricts the calling thread: no new privileges, the ruleset, the seccomp filter. Only
 /// system calls, so it may run in a signal handler. Returns 0 or an errno.
@@ -186,6 +212,19 @@ fn done(tid: i32) -> bool {
 
 fn task_ids() -> io::Result<Vec<i32>> {
     Ok(std::fs::read_dir("/proc/self/task")?.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+}
+
+/// Applies `ruleset` and the seccomp filter to the calling thread alone, for a process that has
+/// no other (the threads it starts later inherit both).
+pub fn restrict_single_thread(ruleset: Ruleset) -> io::Result<()> {
+    match task_ids()?.len() {
+        1 => {}
+        n => return Err(io::Error::other(format!("{n} threads: only a process with one thread restricts itself so"))),
+    }
+    match restrict_this_thread(ruleset.fd.as_raw_fd()) {
+        0 => Ok(()),
+        code => Err(io::Error::from_raw_os_error(code)),
+    }
 }
 
 /// Applies `ruleset` and the seccomp filter to every thread of the process. Must run once per

@@ -12,10 +12,12 @@
 
 pub mod before_main;
 pub mod confine;
+pub mod dma;
 pub mod error;
 pub mod fs;
 pub mod fuse;
 pub mod hugepage;
+pub mod i82599;
 pub mod keeper;
 mod landlock;
 mod mapped_once;

@@ -138,6 +138,15 @@ impl MappedRegion {
         self.ptr
     }
 
+    /// Volatile typed access to the whole mapping ([`invariants::DeviceMemory`]), for as long
+    /// as the region is borrowed.
+    pub fn device_memory(&self) -> invariants::DeviceMemory<'_> {
+        // SAFETY: the mapping is `len` readable and writable bytes at `ptr` until `self` is
+        // dropped, which the borrow prevents meanwhile; no Rust reference into it is ever made
+        // (every access through this type and through `DeviceMemory` is volatile or a raw copy).
+        unsafe { invariants::DeviceMemory::from_raw_parts(self.ptr, self.len) }
+    }
+
     /// The virtual address of the first byte, for `/proc/self/pagemap` look-ups.
     pub fn virt_addr(&self) -> usize {
         self.ptr.as_ptr() as usize

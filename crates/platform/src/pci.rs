@@ -54,7 +54,8 @@ pub struct PciFunction {
 impl PciFunction {
     /// Opens the function `address` under `root` (e.g. [`SYSFS_PCI_DEVICES`]). A real device
     /// (one on sysfs) is open to a process only if it named the device on its command line:
-    /// it was opened then, before `main` (`crate::before_main`), and is handed out here once.
+    /// it was opened then, before `main` (`crate::before_main`), and is handed out here once;
+    /// a process that did so opens no simulated device.
     pub fn open(root: &Path, address: &str) -> Result<Self, PlatformError> {
         let address = normalize_address(address)?;
         let dir = root.join(&address);
@@ -66,6 +67,16 @@ impl PciFunction {
         }
         if crate::fs::path_is_sysfs(&dir) {
             return Err(not_named(&address));
+        }
+        // nicsim resolves a simulated device's DMA in its owner's hugepages: in a process with
+        // a real device, those hold the real device's rings.
+        if real_device_opened() {
+            return Err(PlatformError::NotOpenedBeforeMain {
+                address,
+                why: "this process drives a real device, and a simulated one could write that device's rings: \
+                      drive the simulated device from another process"
+                    .to_string(),
+            });
         }
         let function = Self::open_config(root, &address)?;
         // A directory of another kind may still lead to a real device's files.
@@ -201,8 +212,16 @@ impl PciFunction {
     /// Claims the function ([`Self::claim`]) and maps BAR0 (`resource0`) whole; fails unless
     /// it has exactly `expected_len` bytes. The claim is what keeps a second mapping away (in
     /// this process too: a lock is per open file), so the mapping should not outlive `self`.
-    /// A real device's BAR0 was mapped before `main`, and is handed out here once.
-    pub fn map_bar0(&self, expected_len: usize) -> Result<MappedRegion, PlatformError> {
+    /// A real device's BAR0 was mapped before `main`, and is handed out here once. Crate-
+    /// private: a raw register file lets any register be written, so a device's registers are
+    /// reached only through its model (`crate::i82599`):
+    ///
+    /// ```compile_fail,E0624
+    /// fn raw_registers(f: &platform::PciFunction) {
+    ///     let _ = f.map_bar0(0x20000);
+    /// }
+    /// ```
+    pub(crate) fn map_bar0(&self, expected_len: usize) -> Result<MappedRegion, PlatformError> {
         self.claim()?;
         let region = if self.opened_before_main {
             let taken = self.bar.lock().unwrap_or_else(|e| e.into_inner()).take();

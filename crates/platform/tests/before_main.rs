@@ -4,27 +4,39 @@
 //! which `SAFENIC_DEVICES_AS_REAL` makes `platform` take as real; the address is among the
 //! child's arguments, as a driver's ports are.
 
+use invariants::ConstIndex;
 use platform::before_main::AS_REAL_ENV;
+use platform::dma::{DmaLayout, DmaRegion};
 use platform::fs::ScratchDir;
-use platform::keeper::{Keeper, StopPlan};
+use platform::i82599::{Function, LegacyRing, BAR0_LEN};
 use platform::{MappedRegion, PciFunction};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const PLAN: StopPlan =
-    StopPlan { control: 0x28, enable: 1 << 25, ctrl: 0x0, master_disable: 1 << 2, status: 0x8, master_enable: 1 << 19 };
+/// RXDCTL(0) and its enable bit [DS 8.2.3.8.6].
+const RXDCTL0: usize = 0x01028;
+const ENABLE: u32 = 1 << 25;
 /// In PCI domain 0xfe, which hosts do not number their functions in: no real function shares it.
 const ADDRESS: &str = "00fe:00:00.0";
+/// A second pretend function, never named on a command line: a simulated device.
+const OTHER: &str = "00fe:00:01.0";
 
-/// A pretend network controller under `scratch`: class, configuration space and a 4 KiB BAR0.
+/// A pretend 82599 under `scratch`: ids, class, configuration space and BAR0, whose registers
+/// hold what is written (so a queue's enable reads back at once).
 fn pretend_function(scratch: &ScratchDir, class: &str) -> PathBuf {
-    let dir = scratch.path().join(ADDRESS);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("class"), class).unwrap();
-    std::fs::write(dir.join("config"), vec![0u8; 256]).unwrap();
-    std::fs::write(dir.join("resource0"), vec![0u8; 4096]).unwrap();
+    pretend_82599(&scratch.path().join(ADDRESS), class);
+    pretend_82599(&scratch.path().join(OTHER), class);
     scratch.path().to_path_buf()
+}
+
+fn pretend_82599(dir: &Path, class: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    for (name, text) in [("class", class), ("vendor", "0x8086\n"), ("device", "0x10fb\n")] {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    std::fs::write(dir.join("config"), vec![0u8; 256]).unwrap();
+    std::fs::write(dir.join("resource0"), vec![0u8; BAR0_LEN]).unwrap();
 }
 
 /// Runs `helper` of this binary in a child, `named` or not on its command line, with `root`
@@ -63,19 +75,42 @@ fn helper_named_device() {
     if std::fs::OpenOptions::new().write(true).open("/proc/self/mem").is_ok() {
         println!("opened /proc/self/mem for writing");
     }
-    let function = PciFunction::open(&root, ADDRESS).unwrap();
-    let bar = function.map_bar0(4096).unwrap();
-    match PciFunction::open(&root, ADDRESS) {
+    let function = Function::open(&root, ADDRESS).unwrap();
+    match Function::open(&root, ADDRESS) {
         Ok(_) => println!("opened twice"),
         Err(e) => println!("second open: {e}"),
     }
-    // The keeper was forked before main with the BAR: it takes a queue on it.
-    let memory = std::fs::File::from(rustix::fs::memfd_create("queue", rustix::fs::MemfdFlags::CLOEXEC).unwrap());
-    memory.set_len(4096).unwrap();
-    bar.write_u32(PLAN.control, PLAN.enable);
-    let keeper = Keeper::start(&bar, PLAN, &memory).unwrap();
-    println!("keeper {}", keeper.pid());
-    let target = rustix::process::Pid::from_raw(keeper.pid() as i32).unwrap();
+    // The outside review's attack: a heap object's physical address as a ring's base, by every
+    // way safe code has to the registers.
+    let boxed = Box::new([0u8; 4096]);
+    let heap = platform::pagemap::Pagemap::own().unwrap().translate(boxed.as_ptr() as usize).unwrap().unwrap_or(1);
+    let r = function.registers();
+    for offset in [0x01000, 0x01004, 0x01008, 0x01014, 0x06000, 0x06004, 0x06038, 0x0603C, 0x02410, 0x0D000] {
+        if r.write(platform::i82599::reg(offset), heap as u32).is_ok() {
+            println!("wrote {offset:#x}");
+        }
+    }
+    let bar = std::fs::OpenOptions::new().read(true).write(true).open(root.join(ADDRESS).join("resource0"));
+    match bar.and_then(|f| MappedRegion::map_file(&f, 0, BAR0_LEN, false)) {
+        Ok(_) => println!("mapped the BAR again"),
+        Err(e) => println!("second mapping: {e}"),
+    }
+    // A simulated device beside the real one would be a DMA engine into this process.
+    if PciFunction::open(&root, OTHER).is_ok() {
+        println!("opened a simulated device");
+    }
+    // A queue on DMA memory: the keeper, forked before main with the BAR, holds the memory
+    // and is told how to stop the queue.
+    let mut layout = DmaLayout::new();
+    let (ring, buffers) = (layout.descriptor_ring(8).unwrap(), layout.buffers(1).unwrap());
+    let region = DmaRegion::allocate(&layout).unwrap();
+    let buffer = region.buffer(buffers, 0).unwrap().addr;
+    let ring = LegacyRing::<8>::new(&region, ring, |_| buffer).unwrap();
+    let queue = function.registers().enable_rx(ConstIndex::new(0), ring, true).unwrap();
+    std::mem::forget(queue);
+    let keeper = platform::keeper::keeper_pid().unwrap();
+    println!("keeper {keeper}");
+    let target = rustix::process::Pid::from_raw(keeper as i32).unwrap();
     if rustix::process::kill_process(target, rustix::process::Signal::KILL).is_ok() {
         println!("killed the keeper");
     }
@@ -88,18 +123,26 @@ fn a_named_device_is_opened_and_the_process_confined_before_main() {
     let scratch = ScratchDir::new("platform-test", "before-main").unwrap();
     let root = pretend_function(&scratch, "0x020000\n");
     let file = std::fs::OpenOptions::new().read(true).write(true).open(root.join(ADDRESS).join("resource0")).unwrap();
-    let view = MappedRegion::map_file(&file, 0, 4096, false).unwrap();
+    let view = MappedRegion::map_file(&file, 0, BAR0_LEN, false).unwrap();
     let text = run_helper("helper_named_device", &root, true, &[]);
     let unprivileged = platform::confine::UNPRIVILEGED;
     assert!(text.contains(&format!("Uid:\t{unprivileged}\t{unprivileged}\t{unprivileged}")), "{text}");
     assert!(text.contains("CapEff:\t0000000000000000"), "{text}");
-    for refused in ["opened /proc/self/mem", "opened twice", "killed the keeper"] {
+    for refused in [
+        "opened /proc/self/mem",
+        "opened twice",
+        "killed the keeper",
+        "wrote 0x",
+        "mapped the BAR again",
+        "opened a simulated device",
+    ] {
         assert!(!text.contains(refused), "the program {refused}:\n{text}");
     }
     assert!(text.contains("second open: PCI function 00fe:00:00.0 is not open to this process"), "{text}");
     // The program exited without Drop: its keeper, forked before main, stops the queue.
     let start = Instant::now();
-    while view.read_u32(PLAN.control) & PLAN.enable != 0 {
+    assert!(text.contains("keeper "), "{text}");
+    while view.read_u32(RXDCTL0) & ENABLE != 0 {
         assert!(start.elapsed() < Duration::from_secs(60), "the keeper did not stop the queue within a minute");
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -112,8 +155,7 @@ fn a_named_device_is_opened_and_the_process_confined_before_main() {
 fn helper_named_nothing() {
     assert!(!platform::before_main::confined_before_main());
     assert!(!platform::confine::is_confined() && !platform::confine::gave_up_root());
-    let function = PciFunction::open(&test_root(), ADDRESS).unwrap();
-    function.map_bar0(4096).unwrap();
+    Function::open(&test_root(), ADDRESS).unwrap();
     assert!(platform::keeper::keeper_pid().is_none());
     println!("helper done");
 }
@@ -183,7 +225,7 @@ fn a_real_device_reached_through_another_path_is_refused() {
     let scratch = ScratchDir::new("platform-test", "before-main-paths").unwrap();
     let s = scratch.path();
     let refused = |root: &Path| {
-        let e = PciFunction::open(root, ADDRESS).and_then(|f| f.map_bar0(4096).map(drop)).unwrap_err().to_string();
+        let e = Function::open(root, ADDRESS).map(drop).unwrap_err().to_string();
         assert!(e.contains("not open to this process") || e.contains("not a BAR"), "{}: {e}", root.display());
     };
     let sysfs_dir = s.join("directory");
@@ -193,14 +235,14 @@ fn a_real_device_reached_through_another_path_is_refused() {
 
     let function = |name: &str, config: Option<&str>, resource0: Option<&str>| {
         let dir = s.join(name).join(ADDRESS);
-        std::fs::create_dir_all(&dir).unwrap();
-        match config {
-            Some(target) => std::os::unix::fs::symlink(target, dir.join("config")).unwrap(),
-            None => std::fs::write(dir.join("config"), vec![0u8; 256]).unwrap(),
+        pretend_82599(&dir, "0x020000\n");
+        if let Some(target) = config {
+            std::fs::remove_file(dir.join("config")).unwrap();
+            std::os::unix::fs::symlink(target, dir.join("config")).unwrap();
         }
-        match resource0 {
-            Some(target) => std::os::unix::fs::symlink(target, dir.join("resource0")).unwrap(),
-            None => std::fs::write(dir.join("resource0"), vec![0u8; 4096]).unwrap(),
+        if let Some(target) = resource0 {
+            std::fs::remove_file(dir.join("resource0")).unwrap();
+            std::os::unix::fs::symlink(target, dir.join("resource0")).unwrap();
         }
         s.join(name)
     };
@@ -209,5 +251,5 @@ fn a_real_device_reached_through_another_path_is_refused() {
     refused(&function("device", None, Some("/dev/null")));
     // The same directory with files of its own is a pretend device like nicsim's.
     let own = function("own", None, None);
-    PciFunction::open(&own, ADDRESS).unwrap().map_bar0(4096).unwrap();
+    Function::open(&own, ADDRESS).unwrap();
 }

@@ -1,74 +1,83 @@
-//! The keeper, against a pretend device: a PCI function directory on tmpfs whose `resource0`
+//! The keeper, against a pretend 82599: a PCI function directory on tmpfs whose `resource0`
 //! the driver maps as its BAR and the test maps too, and which confirms a stop at once (a bit
 //! reads back as written). What the keeper does with a device that confirms nothing is tested
 //! in `keeper`'s unit tests. Each test runs its driver in a child (this binary again, an
 //! ignored helper test): a process has one keeper, which knows the BARs mapped before it
 //! started, and confining or ending a process is for good.
 
+use invariants::ConstIndex;
+use platform::dma::{DmaLayout, DmaRegion};
 use platform::fs::ScratchDir;
-use platform::keeper::{Keeper, StopPlan};
-use platform::{MappedRegion, PciFunction};
-use std::os::unix::fs::MetadataExt;
+use platform::i82599::{EnabledQueue, Function, LegacyRing, BAR0_LEN};
+use platform::MappedRegion;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const PLAN: StopPlan =
-    StopPlan { control: 0x28, enable: 1 << 25, ctrl: 0x0, master_disable: 1 << 2, status: 0x8, master_enable: 1 << 19 };
+/// RXDCTL(0) and its enable bit [DS 8.2.3.8.6], and CTRL [DS 8.2.3.1.1].
+const RXDCTL0: usize = 0x01028;
+const ENABLE: u32 = 1 << 25;
+const CTRL: usize = 0;
 const ADDRESS: &str = "0000:00:00.0";
 
-/// A pretend PCI function under `scratch`: a configuration space and a 4 KiB BAR0.
+/// A pretend 82599 under `scratch`: ids, configuration space and BAR0.
 fn pretend_function(scratch: &ScratchDir) -> std::path::PathBuf {
     let dir = scratch.path().join(ADDRESS);
     std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("vendor"), "0x8086\n").unwrap();
+    std::fs::write(dir.join("device"), "0x10fb\n").unwrap();
     std::fs::write(dir.join("config"), vec![0u8; 256]).unwrap();
-    std::fs::write(dir.join("resource0"), vec![0u8; 4096]).unwrap();
+    std::fs::write(dir.join("resource0"), vec![0u8; BAR0_LEN]).unwrap();
     scratch.path().to_path_buf()
 }
 
 /// The test's own view of the BAR, which claims nothing.
 fn observe(root: &Path) -> MappedRegion {
     let file = std::fs::OpenOptions::new().read(true).write(true).open(root.join(ADDRESS).join("resource0")).unwrap();
-    MappedRegion::map_file(&file, 0, 4096, false).unwrap()
+    MappedRegion::map_file(&file, 0, BAR0_LEN, false).unwrap()
 }
 
-/// A queue's memory: a file beside the function, and its mapping.
-fn queue_memory(root: &Path) -> (std::fs::File, MappedRegion) {
-    let path = root.join(format!("memory-{}", std::process::id()));
-    let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
-    file.set_len(4096).unwrap();
-    std::fs::remove_file(&path).unwrap();
-    let region = MappedRegion::map_file(&file, 0, 4096, false).unwrap();
-    (file, region)
-}
-
-/// What a helper drives: the pretend function at `KEEPER_TEST_ROOT` claimed, its BAR mapped,
-/// and a queue's memory.
+/// What a helper drives: the pretend function at `KEEPER_TEST_ROOT`, and DMA memory for a
+/// ring of 8 descriptors and a buffer, handed to the keeper when it is allocated.
 struct Driver {
     root: std::path::PathBuf,
-    _function: PciFunction,
-    bar: MappedRegion,
-    file: std::fs::File,
-    _memory: MappedRegion,
+    function: Function,
+    region: DmaRegion,
+    ring: platform::dma::DescriptorArea,
+    buffer: platform::dma::BuffersArea,
 }
 
 fn helper_driver() -> Driver {
+    platform::keeper::keep_every_queue();
     let root = std::path::PathBuf::from(std::env::var("KEEPER_TEST_ROOT").expect("run by its test"));
-    let function = PciFunction::open(&root, ADDRESS).unwrap();
-    let bar = function.map_bar0(4096).unwrap();
-    let (file, memory) = queue_memory(&root);
-    Driver { root, _function: function, bar, file, _memory: memory }
+    let function = Function::open(&root, ADDRESS).unwrap();
+    let mut layout = DmaLayout::new();
+    let (ring, buffer) = (layout.descriptor_ring(8).unwrap(), layout.buffers(1).unwrap());
+    let region = DmaRegion::allocate(&layout).unwrap();
+    Driver { root, function, region, ring, buffer }
+}
+
+impl Driver {
+    /// Receive queue 0, enabled on the driver's ring: the keeper is told how to stop it.
+    fn enable(&self) -> EnabledQueue<'_, 8> {
+        let buffer = self.region.buffer(self.buffer, 0).unwrap().addr;
+        let ring = LegacyRing::<8>::new(&self.region, self.ring, |_| buffer).unwrap();
+        self.function.registers().enable_rx(ConstIndex::new(0), ring, true).unwrap()
+    }
+}
+
+fn keeper() -> u32 {
+    platform::keeper::keeper_pid().expect("a keeper once memory is allocated")
+}
+
+/// Whether process `pid` maps DMA memory (its sealed memfd).
+fn maps_dma(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default().contains("safenic-dma")
 }
 
 /// Whether process `pid` has ended (gone, or a zombie nobody reaped yet).
 fn ended(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
-}
-
-/// Whether process `pid` maps a file with inode `ino`.
-fn maps_inode(pid: u32, ino: u64) -> bool {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    maps.lines().any(|l| l.split_whitespace().nth(4) == Some(&ino.to_string()))
 }
 
 /// Waits up to a minute (an event the keeper makes in microseconds) for `done`.
@@ -93,6 +102,39 @@ fn run_helper(helper: &str, root: &Path) -> String {
     text
 }
 
+/// Runs `helper` as [`run_helper`] does, and calls `look` with its output so far when it
+/// stops at its [`checkpoint`]: the test looks at the keeper while the driver lives.
+fn run_helper_with_checkpoint(helper: &str, root: &Path, look: impl FnOnce(&str)) -> String {
+    use std::io::{BufRead, Read, Write};
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", helper, "--nocapture", "--test-threads=1"])
+        .env("KEEPER_TEST_ROOT", root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut text = String::new();
+    while !text.ends_with("checkpoint\n") {
+        if out.read_line(&mut text).unwrap() == 0 {
+            let _ = child.wait();
+            panic!("{helper} ended before its checkpoint:\n{text}");
+        }
+    }
+    look(&text);
+    child.stdin.take().unwrap().write_all(b"go on\n").unwrap();
+    out.read_to_string(&mut text).unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success() && text.contains("keeper "), "{helper} failed:\n{text}");
+    text
+}
+
+/// Where a helper waits for its test to look ([`run_helper_with_checkpoint`]).
+fn checkpoint() {
+    println!("checkpoint");
+    std::io::stdin().read_line(&mut String::new()).unwrap();
+}
+
 /// The number after `word ` in the helper's output.
 fn reported(text: &str, word: &str) -> u32 {
     text.lines().find_map(|l| l.rsplit_once(&format!("{word} "))?.1.trim().parse().ok()).unwrap()
@@ -100,66 +142,42 @@ fn reported(text: &str, word: &str) -> u32 {
 
 /// Run in a child by the test below.
 #[test]
-#[ignore = "helper: run by the_keeper_holds_a_queue_memory_until_it_reads_the_queue_stopped"]
+#[ignore = "helper: run by the_keeper_holds_dma_memory_until_the_driver_is_gone"]
 fn helper_stop_a_queue() {
-    let Driver { bar, file, .. } = &helper_driver();
-    let ino = file.metadata().unwrap().ino();
-    bar.write_u32(PLAN.control, PLAN.enable);
-    let keeper = Keeper::start(bar, PLAN, file).unwrap();
-    let pid = keeper.pid();
+    let driver = helper_driver();
+    let pid = keeper();
     println!("keeper {pid}");
-    assert!(maps_inode(pid, ino), "the keeper maps the queue's memory");
-    bar.write_u32(PLAN.control, 0); // what the queue's Drop does, and the device confirms
-    keeper.stopped();
-    assert!(!maps_inode(pid, ino), "the memory is let go once the keeper read the queue stopped");
-    assert!(!ended(pid), "the keeper stays for the process's next queues");
+    assert!(maps_dma(pid), "the keeper maps DMA memory as soon as it is allocated");
+    let queue = driver.enable();
+    drop(queue); // the queue's Drop clears the enable bit, the device confirms, the keeper reads it
+    checkpoint();
 }
 
 #[test]
-fn the_keeper_holds_a_queue_memory_until_it_reads_the_queue_stopped() {
+fn the_keeper_holds_dma_memory_until_the_driver_is_gone() {
     let scratch = ScratchDir::new("platform-test", "keeper-stopped").unwrap();
     let root = pretend_function(&scratch);
     let view = observe(&root);
-    let pid = reported(&run_helper("helper_stop_a_queue", &root), "keeper");
+    let look = |text: &str| {
+        let pid = reported(text, "keeper");
+        assert!(maps_dma(pid), "the keeper holds the memory until the driver is gone");
+        assert!(!ended(pid), "the keeper stays for the process's next queues");
+    };
+    let pid = reported(&run_helper_with_checkpoint("helper_stop_a_queue", &root, look), "keeper");
     eventually("the keeper's end after its driver's", || ended(pid));
-    assert_eq!(view.read_u32(PLAN.control), 0);
-    assert_eq!(view.read_u32(PLAN.ctrl), 0, "no master disable");
+    assert_eq!(view.read_u32(RXDCTL0) & ENABLE, 0);
+    assert_eq!(view.read_u32(CTRL), 0, "no master disable");
 }
 
-/// Run in a child by the test below.
-#[test]
-#[ignore = "helper: run by a_release_of_a_running_queue_stops_it_before_the_memory_goes"]
-fn helper_release_a_running_queue() {
-    let Driver { bar, file, .. } = &helper_driver();
-    let ino = file.metadata().unwrap().ino();
-    bar.write_u32(PLAN.control, PLAN.enable | 1);
-    let keeper = Keeper::start(bar, PLAN, file).unwrap();
-    let pid = keeper.pid();
-    println!("keeper {pid}");
-    drop(keeper);
-    assert_eq!(bar.read_u32(PLAN.control), 1, "the keeper cleared the enable bit, and only it");
-    assert!(!maps_inode(pid, ino), "then let the memory go");
-}
-
-#[test]
-fn a_release_of_a_running_queue_stops_it_before_the_memory_goes() {
-    // A queue dropped without the device's confirmation, or a release sent by anyone who
-    // copied the keeper's socket: the keeper does not take the driver's word for it.
-    let scratch = ScratchDir::new("platform-test", "keeper-running").unwrap();
-    let root = pretend_function(&scratch);
-    let pid = reported(&run_helper("helper_release_a_running_queue", &root), "keeper");
-    eventually("the keeper's end after its driver's", || ended(pid));
-}
-
-/// Run in a child by the test below: enables the queue, hands it to the keeper and ends with
-/// `process::exit`, which runs no destructor.
+/// Run in a child by the test below: enables the queue and ends with `process::exit`, which
+/// runs no destructor.
 #[test]
 #[ignore = "helper: run by a_driver_that_exits_without_drop_has_its_queue_stopped"]
 fn helper_exit_with_the_queue_enabled() {
-    let Driver { bar, file, .. } = &helper_driver();
-    bar.write_u32(PLAN.control, PLAN.enable);
-    let keeper = Keeper::start(bar, PLAN, file).unwrap();
-    println!("keeper {}", keeper.pid());
+    let driver = helper_driver();
+    let queue = driver.enable();
+    println!("keeper {}", keeper());
+    std::mem::forget(queue);
     std::process::exit(0);
 }
 
@@ -169,9 +187,9 @@ fn a_driver_that_exits_without_drop_has_its_queue_stopped() {
     let root = pretend_function(&scratch);
     let view = observe(&root);
     let pid = reported(&run_helper("helper_exit_with_the_queue_enabled", &root), "keeper");
-    eventually("the queue's stop", || view.read_u32(PLAN.control) & PLAN.enable == 0);
+    eventually("the queue's stop", || view.read_u32(RXDCTL0) & ENABLE == 0);
     eventually("the keeper's end", || ended(pid));
-    assert_eq!(view.read_u32(PLAN.ctrl), 0, "the queue stopped, so no master disable");
+    assert_eq!(view.read_u32(CTRL), 0, "the queue stopped, so no master disable");
 }
 
 /// Run in a child by the test below: a confined driver with a queue, no longer root, that
@@ -181,12 +199,10 @@ fn a_driver_that_exits_without_drop_has_its_queue_stopped() {
 #[test]
 #[ignore = "helper: run by a_confined_driver_is_not_root_and_cannot_end_its_keeper"]
 fn helper_attack_the_keeper() {
-    platform::keeper::keep_every_queue();
-    let Driver { root, bar, file, .. } = &helper_driver();
+    let driver = helper_driver();
     platform::confine::confine_process().unwrap();
-    bar.write_u32(PLAN.control, PLAN.enable);
-    let keeper = Keeper::start(bar, PLAN, file).unwrap();
-    let pid = keeper.pid();
+    let queue = driver.enable();
+    let pid = keeper();
     println!("keeper {pid}");
     // The driver is root no more: a file of root's that a root service would act on (here a
     // directory the test made) is out of its reach, and so are its capabilities.
@@ -194,13 +210,17 @@ fn helper_attack_the_keeper() {
     for field in ["Uid:", "CapEff:"] {
         println!("{}", status.lines().find(|l| l.starts_with(field)).unwrap());
     }
-    if std::fs::write(root.join("root-only").join("crontab"), "* * * * * root true\n").is_ok() {
+    if std::fs::write(driver.root.join("root-only").join("crontab"), "* * * * * root true\n").is_ok() {
         println!("wrote root's file");
     }
-    // DMA memory allocated after giving up root still has its physical addresses, and a file
-    // to hand the keeper.
-    match platform::DmaMemory::allocate(platform::hugepage::HUGEPAGE, platform::DmaBacking::HugetlbfsFile(None)) {
-        Ok(m) if m.phys(0) != 0 && m.file().is_some() => println!("dma after the first queue"),
+    // DMA memory allocated after giving up root still has its physical addresses (a ring is
+    // made on it) and is handed to the keeper.
+    let layout = {
+        let mut l = DmaLayout::new();
+        (l.descriptor_ring(8).unwrap(), l.buffers(1).unwrap(), l)
+    };
+    match DmaRegion::allocate(&layout.2) {
+        Ok(r) if r.buffer(layout.1, 0).unwrap().addr.get() != 0 => println!("dma after the first queue"),
         other => println!("no dma after the first queue: {:?}", other.err()),
     }
     let target = rustix::process::Pid::from_raw(pid as i32).unwrap();
@@ -232,7 +252,12 @@ fn helper_attack_the_keeper() {
         }
     }
     std::thread::sleep(Duration::from_millis(100));
-    println!("enable after forged releases {}", bar.read_u32(PLAN.control) & PLAN.enable);
+    println!(
+        "enable after forged releases {}",
+        driver.function.registers().read(platform::i82599::reg(RXDCTL0)) & ENABLE
+    );
+    checkpoint();
+    std::mem::forget(queue);
     println!("attacks done");
     std::process::exit(0);
 }
@@ -248,7 +273,8 @@ fn a_confined_driver_is_not_root_and_cannot_end_its_keeper() {
     let root = pretend_function(&scratch);
     std::fs::create_dir(root.join("root-only")).unwrap();
     let view = observe(&root);
-    let text = run_helper("helper_attack_the_keeper", &root);
+    let look = |text: &str| assert!(maps_dma(reported(text, "keeper")), "the keeper let the memory go");
+    let text = run_helper_with_checkpoint("helper_attack_the_keeper", &root, look);
     assert!(text.contains("attacks done"), "the helper did not finish its attacks:\n{text}");
     for refused in ["signalled", "killed", "limited"] {
         assert!(!text.contains(refused), "the driver {refused} its keeper:\n{text}");
@@ -258,10 +284,9 @@ fn a_confined_driver_is_not_root_and_cannot_end_its_keeper() {
     assert!(text.contains("CapEff:\t0000000000000000"), "{text}");
     assert!(!text.contains("wrote root's file"), "{text}");
     assert!(text.contains("dma after the first queue"), "{text}");
-    // A forged release does not make the keeper let a running queue's memory go: it stops
-    // the queue first.
-    assert_eq!(reported(&text, "forged releases"), 0, "the keeper let the memory of a running queue go");
+    // A forged release makes the keeper stop the queue, not let its memory go.
+    assert_eq!(reported(&text, "enable after forged releases"), 0, "the keeper left the queue running");
     let pid = reported(&text, "keeper");
-    eventually("the queue's stop by the keeper", || view.read_u32(PLAN.control) & PLAN.enable == 0);
+    eventually("the queue's stop by the keeper", || view.read_u32(RXDCTL0) & ENABLE == 0);
     eventually("the keeper's end", || ended(pid));
 }

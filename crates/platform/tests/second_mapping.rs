@@ -65,6 +65,14 @@ fn a_process_that_refuses_second_mappings_maps_no_page_twice() {
         let len = dma.len();
         refused(MappedRegion::map_file(&reopen(dma.region()), 0, len, false), &format!("{backing:?} DMA memory"));
     }
+    // A driver's DMA region: its file is closed once mapped, so map_files is the way back.
+    let mut layout = platform::dma::DmaLayout::new();
+    layout.buffers(1).unwrap();
+    let region = platform::dma::DmaRegion::allocate(&layout).unwrap();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let range = maps.lines().find(|l| l.contains("safenic-dma")).and_then(|l| l.split_whitespace().next()).unwrap();
+    let file = OpenOptions::new().read(true).write(true).open(format!("/proc/self/map_files/{range}")).unwrap();
+    refused(MappedRegion::map_file(&file, 0, region.len(), false), "a DMA region");
     let anonymous = MappedRegion::anonymous(4096).unwrap();
     refused(MappedRegion::map_file(&reopen(&anonymous), 0, 4096, false), "anonymous shared memory");
 

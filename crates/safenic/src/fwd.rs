@@ -291,7 +291,7 @@ fn bring_up(devices: [&Device<'_>; 2], flow_control: bool) -> Result<(), DriverE
     for d in devices {
         d.init()?;
         if flow_control {
-            d.enable_flow_control();
+            d.enable_flow_control()?;
         }
     }
     devices.iter().try_for_each(|d| d.wait_for_link(Duration::from_secs(10)))

@@ -6,7 +6,8 @@ use crate::transport::{Interface, Transport};
 use crate::virtqueue::{desc_word, ring_bytes, Virtqueue, DESC_NEXT, DESC_WRITE};
 use crate::DriverError;
 use invariants::RingIndex;
-use ixgbe::memory::{DmaLease, RingArea};
+use ixgbe::memory::RingArea;
+use platform::dma::DeviceHold;
 use platform::pci::PciFunction;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -201,24 +202,24 @@ impl Drop for VirtioDevice {
 }
 
 /// A queue the device was given, taken back when this is dropped (see
-/// [`Transport::stop_queue`]). It holds a lease on the queue's memory until then, and for ever
-/// if the device cannot be told (see `ixgbe::memory::DmaBlock`).
+/// [`Transport::stop_queue`]). It holds DMA memory until then, and for ever if the device cannot
+/// be told (`platform::dma::DeviceHold`).
 pub(crate) struct GivenQueue<'a> {
     device: &'a VirtioDevice,
     queue: u16,
-    lease: Option<DmaLease>,
+    hold: Option<DeviceHold>,
 }
 
 impl<'a> GivenQueue<'a> {
-    /// Gives `device`'s queue `queue` the `rings` of `n` entries in the memory `lease` holds.
+    /// Gives `device`'s queue `queue` the `rings` of `n` entries, holding DMA memory with `hold`.
     pub(crate) fn give(
         device: &'a VirtioDevice,
         queue: u16,
         n: usize,
         rings: [u64; 3],
-        lease: DmaLease,
+        hold: DeviceHold,
     ) -> Result<Self, DriverError> {
-        let given = GivenQueue { device, queue, lease: Some(lease) };
+        let given = GivenQueue { device, queue, hold: Some(hold) };
         device.set_queue(queue, n, rings)?;
         Ok(given)
     }
@@ -230,10 +231,10 @@ impl<'a> GivenQueue<'a> {
 
 impl Drop for GivenQueue<'_> {
     fn drop(&mut self) {
-        let lease = self.lease.take();
+        let hold = self.hold.take();
         if self.device.stop_queue(self.queue).is_err() {
             // The device may still use the memory: it stays mapped and is never handed out again.
-            std::mem::forget(lease);
+            std::mem::forget(hold);
         }
     }
 }
@@ -250,8 +251,8 @@ pub struct ControlQueue<'a, const N: usize> {
 impl<'a, const N: usize> ControlQueue<'a, N> {
     fn new(device: &'a VirtioDevice, area: RingArea<'a>) -> Result<Self, DriverError> {
         let q = Virtqueue::<N>::new(&area)?;
-        let command_phys = area.device_address(ring_bytes(N), 4, "the control command")?.get();
-        let given = GivenQueue::give(device, CTRL_QUEUE, N, q.rings(), area.lease())?;
+        let command_phys = area.device_address(ring_bytes(N), 4, "the control command")?;
+        let given = GivenQueue::give(device, CTRL_QUEUE, N, q.rings(), area.hold())?;
         Ok(ControlQueue { q, area, command_phys, given })
     }
 

@@ -10,7 +10,7 @@
 //!   so an application forwards between an 82599 and a virtio port without knowing which is which.
 //!
 //! This crate has no `unsafe`: volatile memory and ring indices come from the `invariants`
-//! kernel, DMA memory and its leases from `ixgbe::memory`, the BARs' files from `platform`.
+//! kernel, DMA memory from `ixgbe::memory` (on `platform::dma`), the BARs' files from `platform`.
 
 #![forbid(unsafe_code)]
 

@@ -56,7 +56,7 @@ fn heads<const N: usize>() -> impl Iterator<Item = RingIndex<N>> {
 
 /// The bus address of the header slot of the chain whose head is `head`.
 fn header_phys<const N: usize>(area: &RingArea<'_>, head: RingIndex<N>) -> Result<u64, DriverError> {
-    Ok(area.device_address(ring_bytes(N) + head.get() / 2 * HEADER_SLOT, HEADER_SLOT, "a net header slot")?.get())
+    area.device_address(ring_bytes(N) + head.get() / 2 * HEADER_SLOT, HEADER_SLOT, "a net header slot")
 }
 
 /// The receive queue of a virtio-net function.
@@ -90,11 +90,11 @@ impl<'a, const N: usize> RxQueue<'a, N> {
                 header_phys(&area, head)?,
                 desc_word(device.header_len() as u32, DESC_WRITE | DESC_NEXT, head.get() as u16 + 1),
             );
-            q.set_desc(head.next(), b.device_address(), desc_word(BUFFER_SIZE as u32, DESC_WRITE, 0));
+            q.set_desc(head.next(), b.device_address().get(), desc_word(BUFFER_SIZE as u32, DESC_WRITE, 0));
             held[head] = Some(b);
             q.offer(head);
         }
-        let given = GivenQueue::give(device, RX_QUEUE, N, q.rings(), area.lease())?;
+        let given = GivenQueue::give(device, RX_QUEUE, N, q.rings(), area.hold())?;
         if q.publish() {
             device.notify(RX_QUEUE);
         }
@@ -116,7 +116,7 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
                 pool.give(fresh);
                 continue;
             };
-            self.q.set_desc_addr(head.next(), fresh.device_address());
+            self.q.set_desc_addr(head.next(), fresh.device_address().get());
             self.held[head] = Some(fresh);
             self.q.offer(head);
             offered = true;
@@ -168,7 +168,7 @@ impl<'a, const N: usize> TxQueue<'a, N> {
                 desc_word(device.header_len() as u32, DESC_NEXT, head.get() as u16 + 1),
             );
         }
-        let given = GivenQueue::give(device, TX_QUEUE, N, q.rings(), area.lease())?;
+        let given = GivenQueue::give(device, TX_QUEUE, N, q.rings(), area.hold())?;
         Ok(TxQueue { q, held: RingArray::from_fn(|_| None), next: RingIndex::ZERO, given })
     }
 
@@ -197,7 +197,7 @@ impl<'a, const N: usize> Transmit<'a> for TxQueue<'a, N> {
         }
         let mut next = self.next;
         batch.take_front(count, |b| {
-            self.q.set_desc(next.next(), b.device_address(), desc_word(b.length.get() as u32, 0, 0));
+            self.q.set_desc(next.next(), b.device_address().get(), desc_word(b.length.get() as u32, 0, 0));
             self.held[next] = Some(b);
             self.q.offer(next);
             next = next.next().next();

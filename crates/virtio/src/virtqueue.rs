@@ -49,7 +49,7 @@ impl<'a, const N: usize> Virtqueue<'a, N> {
         let layout = |what: &str| DriverError::Invalid(format!("virtqueue layout: {what}"));
         let avail = 16 * N;
         let used = (avail + 2 * (3 + N)).next_multiple_of(ALIGN);
-        let phys = area.device_address(0, ring_bytes(N), "a virtqueue")?.get();
+        let phys = area.device_address(0, ring_bytes(N), "a virtqueue")?;
         if phys % ALIGN as u64 != 0 || phys / ALIGN as u64 > u64::from(u32::MAX) {
             return Err(layout("a legacy queue needs a 4 KiB-aligned page frame number below 2^32"));
         }

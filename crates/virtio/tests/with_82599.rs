@@ -22,7 +22,7 @@ fn every_frame_crosses_from_an_82599_port_to_a_virtio_port() {
     a.init().unwrap();
     // Lossless: the 82599 holds the generator with 802.3x PAUSE while its ring is full, as a
     // virtio port does on its own.
-    a.enable_flow_control();
+    a.enable_flow_control().unwrap();
     a.wait_for_link(Duration::from_secs(10)).unwrap();
     let mut mem_a = QueueMemory::<N>::allocate(POOL).unwrap();
     let mut mem_b = VirtioMemory::<N>::allocate(16).unwrap();

@@ -2,34 +2,56 @@
 //! that forked it may have had other threads), so it makes only system calls, on fixed buffers.
 
 use super::{
-    decode, StopPlan, CONFIRM, FULL, HELD, MALFORMED, MESSAGE, NOT_A_BAR, NOT_STOPPED, NO_PLAN, RELEASE, SLOTS, START,
-    UNMAPPABLE,
+    decode, StopPlan, CONFIRM, FULL, HELD, MALFORMED, MEMORY, MESSAGE, NOT_A_BAR, NOT_STOPPED, NO_PLAN, RELEASE, SLOTS,
+    START, UNMAPPABLE,
 };
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
 use std::io::IoSliceMut;
 use std::mem::MaybeUninit;
 use std::os::fd::{OwnedFd, RawFd};
 
-/// A queue the keeper holds: its memory, mapped, and how to stop it.
-pub(super) struct Slot {
+/// What the keeper holds: the queues it was told of, and every DMA region of the driver.
+pub(super) struct Slots {
+    queues: Vec<Queue>,
+    memory: Vec<Option<KeptMemory>>,
+}
+
+/// A queue the keeper may have to stop.
+#[derive(Clone, Copy)]
+struct Queue {
     id: u64,
     bar: usize,
     plan: StopPlan,
-    memory: Option<KeptMemory>,
+    active: bool,
 }
 
-impl Slot {
-    const FREE: Slot = Slot { id: 0, bar: 0, plan: NO_PLAN, memory: None };
+impl Queue {
+    const FREE: Queue = Queue { id: 0, bar: 0, plan: NO_PLAN, active: false };
+}
 
-    /// The keeper's table, made by the driver before the fork (the child may not allocate,
-    /// and a table on its stack could overflow a small thread stack).
-    pub(super) fn table() -> Vec<Slot> {
-        (0..SLOTS).map(|_| Slot::FREE).collect()
+impl Slots {
+    /// The keeper's tables, made by the driver before the fork (the child may not allocate,
+    /// and tables on its stack could overflow a small thread stack).
+    pub(super) fn new() -> Slots {
+        Slots { queues: vec![Queue::FREE; SLOTS], memory: (0..SLOTS).map(|_| None).collect() }
+    }
+
+    /// Stops every queue still active: whether the device confirmed every stop.
+    fn stop_all(&mut self) -> bool {
+        let mut all = true;
+        for q in self.queues.iter_mut().filter(|q| q.active) {
+            if stop_queue(&InheritedBar { base: q.bar as *mut u8 }, q.plan) {
+                *q = Queue::FREE;
+            } else {
+                all = false;
+            }
+        }
+        all
     }
 }
 
 /// The keeper's life, in the forked child: only async-signal-safe calls, no allocation.
-pub(super) fn keep_queues(socket: RawFd, gaps: &[(u32, u32)], bars: &[(usize, usize)], slots: &mut [Slot]) -> ! {
+pub(super) fn keep_queues(socket: RawFd, gaps: &[(u32, u32)], bars: &[(usize, usize)], slots: &mut Slots) -> ! {
     // Signals for the driver's process group or terminal are not for the keeper; it leaves
     // both, and ignores the rest that would end it early.
     let _ = rustix::process::setsid();
@@ -74,15 +96,7 @@ pub(super) fn keep_queues(socket: RawFd, gaps: &[(u32, u32)], bars: &[(usize, us
         let reply = if bytes == MESSAGE { handle(slots, bars, &message, fd) } else { MALFORMED };
         let _ = rustix::net::send(socket, &[reply], rustix::net::SendFlags::NOSIGNAL);
     }
-    let mut kept = false;
-    for slot in slots.iter_mut().filter(|s| s.memory.is_some()) {
-        if stop_queue(&InheritedBar { base: slot.bar as *mut u8 }, slot.plan) {
-            *slot = Slot::FREE;
-        } else {
-            kept = true;
-        }
-    }
-    if kept {
+    if !slots.stop_all() {
         // The device may still write what is kept: hold it for as long as this lives.
         loop {
             let _ = rustix::thread::nanosleep(&rustix::time::Timespec { tv_sec: 3600, tv_nsec: 0 });
@@ -156,7 +170,7 @@ fn shared_range(line: &[u8]) -> Option<(usize, usize)> {
 }
 
 /// One message to the keeper: its reply.
-fn handle(slots: &mut [Slot], bars: &[(usize, usize)], message: &[u8; MESSAGE], fd: Option<OwnedFd>) -> u8 {
+fn handle(slots: &mut Slots, bars: &[(usize, usize)], message: &[u8; MESSAGE], fd: Option<OwnedFd>) -> u8 {
     let (kind, id, bar, plan) = decode(message);
     match kind {
         START => {
@@ -166,15 +180,20 @@ fn handle(slots: &mut [Slot], bars: &[(usize, usize)], message: &[u8; MESSAGE], 
             if ![plan.control, plan.ctrl, plan.status].into_iter().all(fits) {
                 return NOT_A_BAR;
             }
-            let Some(free) = slots.iter_mut().find(|s| s.memory.is_none()) else { return FULL };
+            let Some(free) = slots.queues.iter_mut().find(|q| !q.active) else { return FULL };
+            *free = Queue { id, bar, plan, active: true };
+            HELD
+        }
+        MEMORY => {
+            let Some(free) = slots.memory.iter_mut().find(|m| m.is_none()) else { return FULL };
             let Some(memory) = fd.and_then(KeptMemory::map) else { return UNMAPPABLE };
-            *free = Slot { id, bar, plan, memory: Some(memory) };
+            *free = Some(memory);
             HELD
         }
         RELEASE => {
-            let Some(slot) = slots.iter_mut().find(|s| s.memory.is_some() && s.id == id) else { return HELD };
-            if stop_queue(&InheritedBar { base: slot.bar as *mut u8 }, slot.plan) {
-                *slot = Slot::FREE;
+            let Some(q) = slots.queues.iter_mut().find(|q| q.active && q.id == id) else { return HELD };
+            if stop_queue(&InheritedBar { base: q.bar as *mut u8 }, q.plan) {
+                *q = Queue::FREE;
                 HELD
             } else {
                 NOT_STOPPED
@@ -184,8 +203,8 @@ fn handle(slots: &mut [Slot], bars: &[(usize, usize)], message: &[u8; MESSAGE], 
     }
 }
 
-/// A queue's memory as the keeper holds it: its own shared mapping of the file, which keeps
-/// the pages allocated, and shows that a process still maps them (nicsim looks for that).
+/// A DMA region as the keeper holds it: its own shared mapping of the file, which keeps the
+/// pages allocated, and shows that a process still maps them (nicsim looks for that).
 struct KeptMemory {
     // INVARIANT: a mapping of `len` bytes at `addr` that this value made and alone unmaps.
     addr: *mut std::ffi::c_void,
@@ -288,14 +307,14 @@ mod tests {
 
     #[test]
     fn the_keeper_takes_only_registers_of_the_bars_it_inherited() {
-        let mut slots = Slot::table();
+        let mut slots = Slots::new();
         let bars = [(0x1000_0000, 0x2_0000)];
         let message = |kind, bar, control| super::super::encode(kind, 7, bar, StopPlan { control, ..PLAN });
         let mut ask = |kind, bar, control| handle(&mut slots, &bars, &message(kind, bar, control), None);
         assert_eq!(ask(START, 0x2000_0000, 0x28), NOT_A_BAR, "another mapping");
         assert_eq!(ask(START, 0x1000_0000, 0x2_0000), NOT_A_BAR, "past the BAR's end");
         assert_eq!(ask(START, 0x1000_0000, 0x2a), NOT_A_BAR, "not a register's offset");
-        assert_eq!(ask(START, 0x1000_0000, 0x28), UNMAPPABLE, "no memory came with it");
+        assert_eq!(ask(MEMORY, 0, 0), UNMAPPABLE, "no memory came with it");
         assert_eq!(ask(RELEASE, 0, 0), HELD, "nothing held: nothing to stop");
         assert_eq!(ask(9, 0, 0), MALFORMED);
     }
