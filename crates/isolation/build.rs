@@ -1,15 +1,18 @@
 //! Builds the C parts as shared objects that the crate embeds and loads at run time: the
 //! domain heap that an MPK domain's library allocates from, and the libraries the tests and
-//! the bench isolate (a deliberately broken one, and the packet filter). Each is compiled for
+//! the bench isolate (a deliberately broken one, and the packet filter), and one whose
+//! initialiser attacks its caller, for a test. Each is compiled for
 //! the x86-64 level the Rust code is built for, with the stack protector on.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const OBJECTS: [(&str, &str); 3] = [
+const OBJECTS: [(&str, &str); 4] = [
     ("csrc/domain_heap.c", "libsafenic_domain_heap.so"),
     ("csrc/broken.c", "libsafenic_broken.so"),
     ("csrc/filter.c", "libsafenic_filter.so"),
+    // Only tests/attack.rs embeds it.
+    ("csrc/attack.c", "libsafenic_attack.so"),
 ];
 
 fn main() {
@@ -25,7 +28,7 @@ fn main() {
 
 fn shared_object(cc: &Path, march: Option<&str>, source: &Path, object: &Path) {
     let mut cmd = Command::new(cc);
-    cmd.args(["-O2", "-g", "-fPIC", "-shared", "-fstack-protector-strong", "-Wall", "-Wextra", "-Werror"]);
+    cmd.args(["-O2", "-g", "-fPIC", "-shared", "-pthread", "-fstack-protector-strong", "-Wall", "-Wextra", "-Werror"]);
     cmd.args(march);
     cmd.arg("-o").arg(object).arg(source);
     let status = cmd.status().unwrap_or_else(|e| panic!("running {}: {e} (scripts/setup installs gcc)", cc.display()));

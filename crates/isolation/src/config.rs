@@ -122,7 +122,13 @@ impl Config {
         self
     }
 
-    /// The backend `self.backend` stands for on this host.
+    /// The case the symbols are resolved for ([`crate::frame::case_id`]).
+    pub(crate) fn case(&self) -> u64 {
+        crate::frame::case_id(self.c_library.name(), &self.symbols)
+    }
+
+    /// The backend `self.backend` stands for on this host: never one that loads a library
+    /// into this process unless it is trusted ([`Library`]).
     pub(crate) fn resolve_backend(&self) -> Result<Backend, crate::SetupError> {
         let wanted = match self.backend {
             BackendChoice::Require(b) => b,
@@ -134,10 +140,15 @@ impl Config {
                         "SAFENIC_ISOLATION_BACKEND={other}: use mpk or process, or unset it to choose by the CPU"
                     )))
                 }
-                Err(_) if crate::pku::available() => Backend::Mpk,
+                Err(_) if crate::pku::available() && self.c_library.is_trusted() => Backend::Mpk,
                 Err(_) => Backend::Process,
             },
         };
+        match wanted {
+            Backend::Mpk => self.c_library.expect_trusted("the MPK backend")?,
+            Backend::Unisolated => self.c_library.expect_trusted("the unisolated backend")?,
+            Backend::Process => {}
+        }
         if wanted == Backend::Mpk && !crate::pku::available() {
             return Err(crate::SetupError(
                 "the MPK backend needs a CPU and kernel with protection keys (pku and ospke in /proc/cpuinfo): \

@@ -41,6 +41,36 @@ pub(crate) struct Invocation {
     pub output: *mut u8,
     pub function: usize,
     pub symbols: *const usize,
+    pub binding: Binding,
+}
+
+/// Which library and list of symbol names a call's symbols were resolved from, and whether
+/// it runs in a domain: what a case's function checks before it calls a symbol by its index,
+/// so that no function meets a symbol of another signature, and none that misbehaves by
+/// design runs unprotected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub(crate) struct Binding {
+    pub case: u64,
+    pub isolated: bool,
+}
+
+/// FNV-1a over the library's name and its symbols' names, each ended by a zero byte.
+pub(crate) const fn case_id(library: &str, symbols: &[&str]) -> u64 {
+    const PRIME: u64 = 0x0000_0100_0000_01B3;
+    let mut hash: u64 = 0xCBF2_9CE4_8422_2325;
+    let mut n = 0;
+    while n <= symbols.len() {
+        let bytes = if n == 0 { library.as_bytes() } else { symbols[n - 1].as_bytes() };
+        let mut i = 0;
+        while i <= bytes.len() {
+            let byte = if i < bytes.len() { bytes[i] } else { 0 };
+            hash = (hash ^ byte as u64).wrapping_mul(PRIME);
+            i += 1;
+        }
+        n += 1;
+    }
+    hash
 }
 
 /// The domain side's entry for a call with arguments `A` and result `R`.
@@ -53,11 +83,27 @@ pub struct Io<'a> {
     output: &'a mut [u8],
     output_len: usize,
     symbols: &'a [usize; MAX_SYMBOLS],
+    binding: Binding,
 }
 
 impl<'a> Io<'a> {
-    pub(crate) fn new(input: &'a [u8], output: &'a mut [u8], symbols: &'a [usize; MAX_SYMBOLS]) -> Io<'a> {
-        Io { input, output, output_len: 0, symbols }
+    pub(crate) fn new(
+        input: &'a [u8],
+        output: &'a mut [u8],
+        symbols: &'a [usize; MAX_SYMBOLS],
+        binding: Binding,
+    ) -> Io<'a> {
+        Io { input, output, output_len: 0, symbols, binding }
+    }
+
+    /// Whether the symbols were resolved for the case `case` ([`case_id`]).
+    pub(crate) fn is_case(&self, case: u64) -> bool {
+        self.binding.case == case
+    }
+
+    /// Whether the call runs in a domain (MPK or a helper process), not directly.
+    pub(crate) fn isolated(&self) -> bool {
+        self.binding.isolated
     }
 
     pub(crate) fn output_len(&self) -> usize {
@@ -109,7 +155,7 @@ pub(crate) unsafe extern "C" fn run<A: Crossing, R: Crossing>(invocation: *const
         )
     };
     let Ok(args) = args else { return };
-    let mut io = Io::new(input, output, symbols);
+    let mut io = Io::new(input, output, symbols, inv.binding);
     let result = function(&args, &mut io);
     frame.output_len = io.output_len as u64;
     if let Some(slot) = frame.result.get_mut(..std::mem::size_of::<R>()) {

@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::executor::Executor;
-use crate::frame::{Entry, Invocation};
+use crate::frame::{Binding, Entry, Invocation};
 use crate::library::MAX_SYMBOLS;
 use crate::library::{Loaded, Namespace};
 use crate::region::{io_bytes, IoArea, Mapping};
@@ -13,17 +13,19 @@ pub(crate) struct Unisolated {
     memory: Mapping,
     area: IoArea,
     symbols: [usize; MAX_SYMBOLS],
+    binding: Binding,
     _library: Loaded,
 }
 
 impl Unisolated {
     pub fn new(config: &Config) -> Result<Unisolated, SetupError> {
-        let library = Loaded::open(&config.c_library, Namespace::Main)?;
+        let library = Loaded::open(&config.c_library, Namespace::Main, false)?;
         let symbols = library.symbols(&config.symbols)?;
         let memory =
             Mapping::new(io_bytes(config.input_bytes, config.output_bytes), libc::PROT_READ | libc::PROT_WRITE, None)?;
         let area = IoArea { base: memory.base, input_cap: config.input_bytes, output_cap: config.output_bytes };
-        Ok(Unisolated { memory, area, symbols, _library: library })
+        let binding = Binding { case: config.case(), isolated: false };
+        Ok(Unisolated { memory, area, symbols, binding, _library: library })
     }
 }
 
@@ -40,6 +42,7 @@ impl Executor for Unisolated {
             // SAFETY: the frame is ours, written by Domain::call_prepared.
             function: unsafe { (*self.area.frame()).function },
             symbols: self.symbols.as_ptr(),
+            binding: self.binding,
         };
         // SAFETY: the invocation's areas are mapped (self.memory) and the frame was prepared
         // for `entry`'s types by Domain::call_prepared.

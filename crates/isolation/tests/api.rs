@@ -92,3 +92,25 @@ fn a_rust_allocation_inside_an_mpk_domain_is_a_violation() {
     assert!(matches!(v.kind, ViolationKind::Fault { signal: libc::SIGSEGV, pkey: Some(0), .. }), "{v}");
     assert_eq!(d.call(&[0, 0], b"abc", reverse_in_place).expect("after").output, b"cba");
 }
+
+/// In the caller's own process (the unisolated backend, `Direct`), a case's function calls
+/// nothing of a library it was not made for, and the broken library's misbehaving functions
+/// nothing at all: each would otherwise corrupt the caller from safe code (here, a write at
+/// 0x1000 and a call through a pointer of the wrong signature).
+#[test]
+fn unprotected_calls_reach_only_what_a_case_was_made_for() {
+    use isolation::cases::snappy;
+    let mut d = domain(Backend::Unisolated);
+    assert_eq!(d.call(&0x1000u64, b"", broken::wild_write).unwrap().value, broken::REFUSED);
+    assert_eq!(d.call(&0u64, b"abc", snappy::compress).unwrap().value, snappy::FAILED);
+    assert_eq!(d.call(&0u64, b"\x01\x02", broken::sum).unwrap().value, 3, "what the case was made for runs");
+    let direct = isolation::Direct::new(isolation::Library::broken(), &broken::SYMBOLS).unwrap();
+    let mut out = [0u8; 64];
+    assert_eq!(direct.call(&0u64, b"abc", &mut out, snappy::compress).0, snappy::FAILED);
+    assert_eq!(direct.call(&0u64, b"", &mut out, broken::null_call).0, broken::REFUSED);
+    // The same symbols in another order are another case.
+    let mut swapped = broken::SYMBOLS;
+    swapped.swap(0, 2);
+    let direct = isolation::Direct::new(isolation::Library::broken(), &swapped).unwrap();
+    assert_eq!(direct.call(&0u64, b"abc", &mut out, broken::sum).0, broken::REFUSED);
+}

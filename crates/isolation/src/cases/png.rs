@@ -2,11 +2,15 @@
 //! (`png_image_begin_read_from_memory`, `png_image_finish_read`): a PNG in the input, RGBA
 //! pixels in the output area.
 
+use crate::frame::case_id;
+use crate::library::Source;
 use crate::{Config, Io, Library};
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
-pub const LIBRARY: Library = Library::System("libpng16.so.16");
+pub const LIBRARY: Library = Library::vetted(Source::System("libpng16.so.16"));
 pub const SYMBOLS: [&str; 3] = ["png_image_begin_read_from_memory", "png_image_finish_read", "png_image_free"];
+/// The symbols' signatures below hold for this library and this order only.
+const CASE: u64 = case_id(LIBRARY.name(), &SYMBOLS);
 
 pub fn config() -> Config {
     Config::new(LIBRARY, &SYMBOLS)
@@ -19,7 +23,8 @@ pub struct Decoded {
     pub width: u32,
     pub height: u32,
     /// 0: decoded; 1: the header was refused; 2: the image would not fit the output area;
-    /// 3: the pixels were refused.
+    /// 3: the pixels were refused; 4: the domain resolved other symbols than [`SYMBOLS`] of
+    /// [`LIBRARY`], so nothing was called.
     pub status: u32,
     pub _reserved: u32,
 }
@@ -43,6 +48,9 @@ const PNG_FORMAT_RGBA: u32 = 0x03;
 
 /// Decodes the input into RGBA pixels in the output area.
 pub fn decode(_: &u64, io: &mut Io<'_>) -> Decoded {
+    if !io.is_case(CASE) {
+        return Decoded { width: 0, height: 0, status: 4, _reserved: 0 };
+    }
     // SAFETY: the symbols are libpng's, with these C signatures (png.h).
     let (begin, finish, free) = unsafe {
         (

@@ -12,7 +12,7 @@ mod watchdog;
 
 use crate::config::Config;
 use crate::executor::Executor;
-use crate::frame::{Entry, Invocation};
+use crate::frame::{Binding, Entry, Invocation};
 use crate::region::{io_bytes, page_up, IoArea, Mapping};
 use crate::violation::{SetupError, ViolationKind};
 use namespace::LibraryNamespace;
@@ -44,6 +44,7 @@ static POOL: Mutex<Vec<Core>> = Mutex::new(Vec::new());
 
 pub(crate) struct MpkDomain {
     core: Option<Core>,
+    binding: Binding,
     rights: u32,
     watch: Option<Arc<Watch>>,
     timeout: Option<Duration>,
@@ -65,7 +66,8 @@ impl MpkDomain {
         core.namespace.resolve(&config.symbols)?;
         let rights = crate::pku::domain_rights(core.key, signals::signal_key());
         let watch = config.timeout.map(Watch::new);
-        Ok(MpkDomain { core: Some(core), rights, watch, timeout: config.timeout })
+        let binding = Binding { case: config.case(), isolated: true };
+        Ok(MpkDomain { core: Some(core), binding, rights, watch, timeout: config.timeout })
     }
 
     fn core(&self) -> &Core {
@@ -174,6 +176,7 @@ impl Executor for MpkDomain {
             // SAFETY: the frame is domain memory the trusted side just wrote.
             function: unsafe { (*core.area.frame()).function },
             symbols: core.namespace.symbols.as_ptr(),
+            binding: self.binding,
         };
         if let Some(w) = &self.watch {
             w.begin(thread_id());

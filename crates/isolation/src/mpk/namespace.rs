@@ -41,9 +41,9 @@ impl LibraryNamespace {
         heap_bytes: usize,
         key: u32,
     ) -> Result<LibraryNamespace, SetupError> {
-        let heap_object = Loaded::open(&DOMAIN_HEAP, Where::New)?;
+        let heap_object = Loaded::open(&DOMAIN_HEAP, Where::New, false)?;
         let namespace = heap_object.namespace()?;
-        let loaded = Loaded::open(library, Where::Existing(namespace))?;
+        let loaded = Loaded::open(library, Where::Existing(namespace), false)?;
         let table = loaded.symbols(symbols)?;
         let install = heap_object.symbol("isolation_heap_install")?;
         // SAFETY: the domain heap's entry point, with a region the domain owns.

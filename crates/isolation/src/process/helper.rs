@@ -5,9 +5,9 @@
 //! between the two processes' load addresses of one anchor: same file, same offsets.
 
 use super::control::{publish, wait_change, Control, CONTROL_BYTES};
-use crate::frame::{Entry, Frame, Invocation, RESULT_MAX};
+use crate::frame::{case_id, Binding, Entry, Frame, Invocation, RESULT_MAX};
 use crate::library::MAX_SYMBOLS;
-use crate::library::{Library, Loaded, Namespace};
+use crate::library::{Library, Loaded, Namespace, Prepared, Source};
 use crate::region::{io_bytes, IoArea};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
@@ -36,9 +36,9 @@ pub(crate) struct Spec {
 
 impl Spec {
     pub fn encode(&self) -> String {
-        let library = match self.c_library {
-            Library::System(name) => format!("s={name}"),
-            Library::Embedded { name, elf } => format!("e={name}@{:x}+{}", elf.as_ptr() as usize, elf.len()),
+        let library = match self.c_library.source {
+            Source::System(name) => format!("s={name}"),
+            Source::Embedded { name, elf } => format!("e={name}@{:x}+{}", elf.as_ptr() as usize, elf.len()),
         };
         format!(
             "{};{};{};{};{:x};{};{};{};{}",
@@ -114,15 +114,26 @@ fn serve(spec: &str) -> Result<Never, String> {
         output_cap: output_bytes,
     };
 
-    let table = match load(library, symbols, delta) {
+    // The library's code (its initialisers, threads they would start) runs only once the
+    // helper is confined: no writes, no other process reached, the loading allowlist.
+    report_faults(control)?;
+    let names: Vec<&str> = symbols.split(',').filter(|s| !s.is_empty()).collect();
+    let mut binding = Binding { case: 0, isolated: true };
+    let loaded = prepare(library, delta)
+        .and_then(|(prepared, name)| {
+            binding.case = case_id(name, &names);
+            platform::confine::sandbox_this_process().map_err(|e| e.to_string())?;
+            super::seccomp::apply(super::seccomp::Stage::Load)?;
+            load(prepared, &names)
+        })
+        .and_then(|table| super::seccomp::apply(super::seccomp::Stage::Serve).map(|()| table));
+    let table = match loaded {
         Ok(t) => t,
         Err(message) => {
             report(area, control, &message);
             return Err(message);
         }
     };
-    report_faults(control)?;
-    super::seccomp::apply()?;
     publish(&control.ready.0, 1, &control.caller_sleeps.0);
 
     let mut last = 0;
@@ -136,8 +147,14 @@ fn serve(spec: &str) -> Result<Never, String> {
         let frame = area.frame();
         // SAFETY: the frame was written by the trusted process before it published the request.
         let (run, function) = unsafe { ((*frame).run.wrapping_add(delta), (*frame).function.wrapping_add(delta)) };
-        let invocation =
-            Invocation { frame, input: area.input(), output: area.output(), function, symbols: table.as_ptr() };
+        let invocation = Invocation {
+            frame,
+            input: area.input(),
+            output: area.output(),
+            function,
+            symbols: table.as_ptr(),
+            binding,
+        };
         // SAFETY: `run` is the trusted process's entry for this call's types, moved to this
         // process's load address; the areas are mapped and the frame is prepared.
         unsafe {
@@ -148,9 +165,10 @@ fn serve(spec: &str) -> Result<Never, String> {
     }
 }
 
-fn load(library: &str, symbols: &str, delta: usize) -> Result<[usize; MAX_SYMBOLS], String> {
+/// The library the spec names, ready to load (nothing of its code has run), and its name.
+fn prepare(library: &str, delta: usize) -> Result<(Prepared, &'static str), String> {
     let library = if let Some(name) = library.strip_prefix("s=") {
-        Library::System(Box::leak(name.to_string().into_boxed_str()))
+        Library::system(Box::leak(name.to_string().into_boxed_str()))
     } else if let Some(rest) = library.strip_prefix("e=") {
         let (name, place) = rest.split_once('@').ok_or("malformed library")?;
         let (address, len) = place.split_once('+').ok_or("malformed library")?;
@@ -159,13 +177,17 @@ fn load(library: &str, symbols: &str, delta: usize) -> Result<[usize; MAX_SYMBOL
         // SAFETY: the same embedded bytes as in the trusted process, at this process's address
         // of them (same file, same offset); they live as long as the program.
         let elf: &'static [u8] = unsafe { std::slice::from_raw_parts(address as *const u8, len) };
-        Library::Embedded { name: Box::leak(name.to_string().into_boxed_str()), elf }
+        Library::embedded(Box::leak(name.to_string().into_boxed_str()), elf)
     } else {
         return Err("malformed library".into());
     };
-    let loaded = Loaded::open(&library, Namespace::Main).map_err(|e| e.0)?;
-    let names: Vec<&str> = symbols.split(',').filter(|s| !s.is_empty()).collect();
-    let table = loaded.symbols(&names).map_err(|e| e.0)?;
+    Ok((Prepared::new(&library).map_err(|e| e.0)?, library.name()))
+}
+
+/// Loads the prepared library (its initialisers run) and resolves `names`.
+fn load(prepared: Prepared, names: &[&str]) -> Result<[usize; MAX_SYMBOLS], String> {
+    let loaded = Loaded::open_prepared(prepared, Namespace::Main).map_err(|e| e.0)?;
+    let table = loaded.symbols(names).map_err(|e| e.0)?;
     std::mem::forget(loaded);
     Ok(table)
 }
