@@ -35,7 +35,8 @@ pub struct Eal {
 impl Eal {
     /// Initialises EAL with `args` as on a command line (the first is the program's name) and
     /// returns the arguments EAL did not take (those after `--`, with the program's name first).
-    /// A second call in the same process is an error.
+    /// Only the options of [`crate::ALLOWED_EAL_OPTIONS`] are passed on. A second call in the
+    /// same process is an error.
     pub fn init<I, S>(args: I) -> Result<(Eal, Vec<String>), Error>
     where
         I: IntoIterator<Item = S>,
@@ -46,6 +47,7 @@ impl Eal {
             .iter()
             .map(|a| CString::new(a.as_str()).map_err(|_| Error::NulInArgument(a.clone())))
             .collect::<Result<Vec<CString>, Error>>()?;
+        crate::eal_args::vet(&args)?;
         if INITIALISED.swap(true, Ordering::SeqCst) {
             return Err(Error::AlreadyInitialised);
         }
@@ -102,12 +104,21 @@ impl Drop for Eal {
     }
 }
 
-/// EAL's command line, one option at a time.
+/// EAL's command line, one option at a time: a typed method per option, and no way to pass
+/// another, such as `-d` (which would load a shared object as code):
+///
+/// ```compile_fail,E0599
+/// let _ = dpdk::Eal::builder("p").arg("-d");
+/// ```
 pub struct EalBuilder {
     args: Vec<String>,
 }
 
 impl EalBuilder {
+    fn flag(mut self, option: &str) -> Self {
+        self.args.push(option.to_string());
+        self
+    }
     fn with(mut self, option: &str, value: &str) -> Self {
         self.args.extend([option.to_string(), value.to_string()]);
         self
@@ -126,20 +137,23 @@ impl EalBuilder {
     }
     /// Probe no PCI device (`--no-pci`).
     pub fn no_pci(self) -> Self {
-        self.arg("--no-pci")
+        self.flag("--no-pci")
     }
     /// Ordinary memory instead of hugepages (`--no-huge`), with `mb` MiB (`-m`).
     pub fn no_huge(self, mb: u32) -> Self {
-        self.arg("--no-huge").with("-m", &mb.to_string())
+        self.flag("--no-huge").with("-m", &mb.to_string())
     }
     /// No files in /var/run or /dev/hugepages left behind (`--in-memory`).
     pub fn in_memory(self) -> Self {
-        self.arg("--in-memory")
+        self.flag("--in-memory")
     }
-    /// Any other EAL argument, as written on a command line.
-    pub fn arg(mut self, arg: &str) -> Self {
-        self.args.push(arg.to_string());
-        self
+    /// No shared configuration files (`--no-shconf`).
+    pub fn no_shconf(self) -> Self {
+        self.flag("--no-shconf")
+    }
+    /// Log levels (`--log-level`, e.g. `lib.eal:error`).
+    pub fn log_level(self, spec: &str) -> Self {
+        self.with("--log-level", spec)
     }
     /// Initialises EAL ([`Eal::init`]).
     pub fn init(self) -> Result<Eal, Error> {

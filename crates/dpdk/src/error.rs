@@ -9,6 +9,8 @@ pub enum Error {
     AlreadyInitialised,
     /// An EAL argument holds a NUL byte.
     NulInArgument(String),
+    /// An EAL argument this API does not pass on (`eal_args`).
+    RefusedArgument { argument: String, why: String },
     /// `rte_eal_init` refused the arguments, or could not set up the environment.
     Init { errno: i32 },
     /// A DPDK call failed with this error number.
@@ -55,6 +57,10 @@ impl std::fmt::Display for Error {
                 write!(f, "DPDK's EAL is already initialised in this process: keep the first `Eal` and pass it on")
             }
             Error::NulInArgument(a) => write!(f, "EAL argument {a:?} holds a NUL byte: remove it"),
+            Error::RefusedArgument { argument, why } => write!(
+                f,
+                "EAL argument {argument:?} is refused ({why}): pass only the options of dpdk::ALLOWED_EAL_OPTIONS"
+            ),
             Error::Init { errno } => write!(
                 f,
                 "DPDK's EAL did not start: {} (its log above says which argument or resource): fix the EAL arguments",

@@ -71,6 +71,7 @@
 mod batch;
 mod cycles;
 mod eal;
+mod eal_args;
 mod error;
 mod lcore;
 mod mbuf;
@@ -82,6 +83,7 @@ mod sys;
 pub use batch::{Batch, Drain};
 pub use cycles::{cycles, cycles_per_second};
 pub use eal::{Eal, EalBuilder};
+pub use eal_args::{ALLOWED_EAL_OPTIONS, VIRTUAL_DEVICES};
 pub use error::Error;
 pub use lcore::{request_stop, stop_on_signals, stop_requested, Lcore, Scope};
 pub use mbuf::Mbuf;

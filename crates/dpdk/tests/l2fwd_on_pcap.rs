@@ -225,7 +225,49 @@ fn bad_arguments_end_with_one_line_and_a_failure() {
     assert!(!out.status.success());
     let last = stderr.lines().last().unwrap_or_default();
     assert!(
-        last.starts_with("l2fwd: DPDK's EAL did not start: ") && last.ends_with("fix the EAL arguments"),
+        last.starts_with("l2fwd: EAL argument \"--no-such-eal-option\" is refused")
+            && last.ends_with("dpdk::ALLOWED_EAL_OPTIONS"),
         "{stderr}"
     );
+    // An allowed option with a value EAL refuses: EAL's own failure, in one line.
+    let out = Command::new(l2fwd()).args(["-l", "999", "--no-pci", "--no-huge", "--", "-p", "0x3"]).output().unwrap();
+    let last = String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or_default().to_string();
+    assert!(!out.status.success() && last.starts_with("l2fwd: DPDK's EAL did not start: "), "{last}");
+}
+
+/// The outside review's attack, as a user of the API runs it: a shared object the program (or
+/// anyone) wrote, named to EAL with `-d`, whose constructor would run in the process (as root).
+/// Every option that loads or maps something is refused before EAL sees the arguments.
+#[test]
+fn an_eal_argument_that_loads_code_is_refused_before_eal_runs() {
+    struct Scratch(std::path::PathBuf);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let scratch = Scratch(std::env::temp_dir().join(format!("dpdk-test-eal-d-{}", std::process::id())));
+    std::fs::create_dir_all(&scratch.0).unwrap();
+    let (source, object, marker) = (scratch.0.join("evil.c"), scratch.0.join("evil.so"), scratch.0.join("ran"));
+    let code = format!(
+        "#include <stdio.h>\n__attribute__((constructor)) static void f(void) {{ fclose(fopen(\"{}\", \"w\")); }}\n",
+        marker.display()
+    );
+    std::fs::write(&source, code).unwrap();
+    let built = Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&object).arg(&source).status().unwrap();
+    assert!(built.success(), "compiling the test's shared object");
+    let object = object.display().to_string();
+    let attached = format!("-d{object}");
+    for load in [vec!["-d", object.as_str()], vec![attached.as_str()]] {
+        let out = Command::new(l2fwd())
+            .args(["-l", "0", "--no-pci", "--no-huge", "-m", "128", "--no-shconf"])
+            .args(&load)
+            .args(["--vdev", "net_null0", "--", "-p", "0x1"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{load:?}: refused");
+        assert!(stderr.lines().last().unwrap_or_default().contains("is refused"), "{load:?}:\n{stderr}");
+        assert!(!marker.exists(), "{load:?}: the shared object's constructor ran");
+    }
 }

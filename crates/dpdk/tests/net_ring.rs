@@ -16,10 +16,10 @@ fn a_ring_port_returns_every_frame_once_and_every_mbuf_to_its_pool() {
         .lcores("0")
         .no_pci()
         .no_huge(256)
-        .arg("--no-shconf")
+        .no_shconf()
         .vdev("net_ring0")
         .vdev("net_ring1")
-        .arg("--log-level=lib.eal:error")
+        .log_level("lib.eal:error")
         .init()
         .unwrap();
     assert_eq!(Eal::builder("again").no_pci().init().unwrap_err(), Error::AlreadyInitialised);
