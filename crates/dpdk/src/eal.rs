@@ -48,6 +48,8 @@ impl Eal {
             .map(|a| CString::new(a.as_str()).map_err(|_| Error::NulInArgument(a.clone())))
             .collect::<Result<Vec<CString>, Error>>()?;
         crate::eal_args::vet(&args)?;
+        // A simulated device's DMA reaches any hugepage of its owner: mbufs hold pointers.
+        platform::pci::refuse_simulated_devices().map_err(|e| Error::Config(e.to_string()))?;
         if INITIALISED.swap(true, Ordering::SeqCst) {
             return Err(Error::AlreadyInitialised);
         }

@@ -3,7 +3,17 @@
 //! a port hands out each of its queues once ([`Port::queues`]), and a queue is `Send` but not
 //! `Sync`. Every unsafe block of this work is in this crate, each with a `// SAFETY:` comment.
 //!
-//! Where DPDK's contract is weaker than Rust's, and how this API closes the gap:
+//! # Soundness
+//!
+//! DPDK itself is trusted C, as the libraries a program links are. Where its contract is
+//! weaker than Rust's, this API closes the gap:
+//! - EAL takes only arguments that load, map and run nothing of their own
+//!   ([`ALLOWED_EAL_OPTIONS`], [`VIRTUAL_DEVICES`]): no `-d`, no secondary process, no device
+//!   that shares memory with another process. It still loads the drivers of its installation
+//!   (a shared build's plugin directory), trusted as the installed DPDK is.
+//! - EAL does not start in a process that opened a simulated device, and such a process opens
+//!   none afterwards (`platform::pci::refuse_simulated_devices`): a simulated device's DMA
+//!   reaches any hugepage of its owner, where mbufs hold pointers.
 //! - `rte_eth_rx_burst` and `rte_eth_tx_burst` check neither the port nor the queue id (in a
 //!   release build of DPDK): a queue handle exists only for a queue that was set up.
 //! - Two threads bursting on one queue corrupt its ring: a queue handle is not `Sync`, and

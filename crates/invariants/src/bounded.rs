@@ -1,4 +1,8 @@
 //! Integers with a maximum that is part of their type.
+//!
+//! # Soundness
+//! A [`Bounded<MAX>`](Bounded) is at most `MAX`: its field is private, and each constructor
+//! compares or saturates, so the range `get` tells the optimiser always holds.
 
 /// An integer in `0..=MAX`. Converted once from an untrusted value (a length the device wrote
 /// back); afterwards the optimiser knows the range, so slicing a `MAX`-byte buffer with it is

@@ -21,6 +21,12 @@
 //! ```compile_fail
 //! let escaped = invariants::with_len(2, |a| a.first());
 //! ```
+//!
+//! # Soundness
+//! A brand is made only by [`with_len`], whose closure must accept every lifetime, so two calls
+//! never share one; indices are made only from their length (iterated, or one comparison) and
+//! vectors only with that many entries, so every `BrandedIndex<'id>` is below the length of every
+//! `BrandedVec<'id, T>`, and no item gives a way to make either otherwise.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;

@@ -21,6 +21,11 @@
 //! Values handed out of device memory must be valid for every bit pattern the device may
 //! write: every volatile type requires zerocopy's [`FromBytes`] and [`IntoBytes`]. No
 //! reference (`&T`) into device memory is ever handed out.
+//!
+//! # Soundness
+//! Each module argues for its own items. [`DeviceValue`] is implemented for exactly the types
+//! zerocopy proves valid for every bit pattern and free of padding (its traits are `unsafe` to
+//! implement by hand; its derives check), which the volatile types read and write.
 
 #![no_std]
 

@@ -1,4 +1,10 @@
 //! Indices whose range is part of their type.
+//!
+//! # Soundness
+//! A [`RingIndex<N>`](RingIndex) is below `N` (a power of two, checked at compile time): every
+//! constructor masks or compares. A [`ConstIndex<N>`](ConstIndex) is below `N`: `new` panics (at
+//! compile time in a constant) and `new_checked` returns `None` otherwise. The arrays they index
+//! hold exactly `N` values.
 
 use core::ops::{Index, IndexMut};
 

@@ -1,4 +1,12 @@
 //! Lifetime-bound volatile references into memory shared with a device.
+//!
+//! # Soundness
+//! Every reference made here is in bounds and aligned, checked once when it is made, and is
+//! accessed only with volatile loads and stores of types valid for every bit pattern
+//! ([`crate::DeviceValue`]); none hands out a Rust reference into the memory. A
+//! [`DeviceMemory`] over ordinary memory borrows it exclusively ([`DeviceMemory::from_words`]);
+//! over a mapping, it is made by the one that owns the mapping, through the `unsafe`
+//! [`DeviceMemory::from_raw_parts`], whose contract is that.
 
 use crate::ring::{ConstIndex, RingIndex};
 use crate::DeviceValue;

@@ -14,6 +14,21 @@
 //! writes back must not be able to break an invariant), and byte buffers, which the domain reads
 //! and writes in its own memory without a serializer.
 //!
+//! # Soundness
+//!
+//! For any safe caller, a C library's code changes no memory of the caller but the domain's:
+//! - a library is loaded into the caller (the MPK and unisolated backends, [`Direct`]) only if
+//!   it is trusted ([`Library`]: the project's own, the cases' two system libraries, or one the
+//!   caller vouched for with an `unsafe` constructor); any other only by a helper process
+//!   confined before its first instruction runs (the process backend);
+//! - a function runs inside a domain on the domain's own memory, and what comes back is
+//!   [`Crossing`] values (valid for every bit pattern, no pointers) and lengths the caller checks;
+//! - a case's function ([`cases`]) calls symbols by index only when the domain resolved its own
+//!   library's symbols in its order, and the broken library's misbehaving ones only inside a
+//!   domain; a function the caller writes cannot call C without `unsafe`;
+//! - the MPK backend protects against a buggy library, not a malicious one (docs/isolation.md,
+//!   "Threat model"): hence only trusted libraries run under it.
+//!
 //! ```no_run
 //! use isolation::{Config, Domain, Io, Library};
 //!

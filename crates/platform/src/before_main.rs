@@ -15,6 +15,12 @@
 //!
 //! A process that names no such function is left as it was. What went wrong with a function
 //! that was named is kept, and is what opening it later returns.
+//!
+//! # Soundness
+//! The public items only read what happened before `main` ([`confined_before_main`]) or name
+//! the environment variable of pretend real devices ([`AS_REAL_ENV`]), which can only make a
+//! process stricter: a function taken as real is opened, and the process confined, as a real
+//! device is.
 
 use crate::error::PlatformError;
 use crate::pci::PciFunction;

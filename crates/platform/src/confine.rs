@@ -10,6 +10,10 @@
 //! process whose queues have a keeper (`crate::keeper`) starts it first and may then signal
 //! no process outside the restriction. A file already open for writing on anything else makes
 //! it fail, since the restriction applies to opening only.
+//!
+//! # Soundness
+//! Every public function only restricts the calling process (or reads whether it was): it
+//! takes away writes, signals, tracing and root; nothing here gives a right back.
 
 use crate::error::PlatformError;
 use crate::landlock::{self, Ruleset, MAKE_BLOCK, MAKE_CHAR, TRUNCATE, WRITE_FILE};

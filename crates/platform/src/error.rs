@@ -1,4 +1,7 @@
 //! Errors that name their fix.
+//!
+//! # Soundness
+//! An error is a value: it holds strings and numbers, and reaches no memory or device.
 
 use std::fmt;
 use std::io;

@@ -1,4 +1,8 @@
 //! File-system facts (hugetlbfs mounts, whether a file lives on one) and scratch directories.
+//!
+//! # Soundness
+//! Reads of file-system facts, and scratch directories made and removed with `std::fs`: nothing
+//! here reaches memory, and nothing a safe caller could not do with `std` alone.
 
 use std::fs::File;
 use std::io;

@@ -2,6 +2,10 @@
 //! serves the I/O BARs of its virtio-net functions this way, so that each `pread`/`pwrite` a
 //! driver makes on `resource0` reaches the device model as one access, as an `in`/`out`
 //! instruction reaches a device (docs/virtio.md).
+//!
+//! # Soundness
+//! A mount and its device's descriptor, and an unmount: operations on the file system, through
+//! the kernel, that reach no memory of this process but the buffers they are given.
 
 use crate::error::PlatformError;
 use rustix::mount::{MountFlags, UnmountFlags};

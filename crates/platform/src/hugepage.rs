@@ -4,6 +4,15 @@
 //! (from pagemap) can be given to a device. Two backings are offered, matching the two driver
 //! families we follow: a file on a hugetlbfs mount (ixy, DPDK) and an anonymous shared
 //! hugetlb mapping (TinyNF). Both are shared mappings, which is what nicsim can resolve.
+//!
+//! # Soundness
+//! [`DmaMemory`] is memory for *simulated* devices (nicsim's own peers and tests): its bytes and
+//! physical addresses are the caller's, accessed only through [`crate::MappedRegion`]'s checked
+//! volatile accesses. No real device can be given it: a real device's registers and rings are
+//! reached only through [`crate::i82599`], which takes addresses of [`crate::dma`] regions
+//! alone, and a process that drives a real device opens no simulated one
+//! ([`crate::PciFunction::open`]). A file of it truncated under its mapping makes an access raise
+//! SIGBUS, which ends the process: no access reaches outside the mapping.
 
 use crate::error::PlatformError;
 use crate::mem::MappedRegion;

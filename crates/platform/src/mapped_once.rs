@@ -116,6 +116,9 @@ pub(crate) fn unmap(addr: usize, unmap: impl FnOnce()) {
 /// mapping of this process already covers. Fails, and refuses nothing yet, if two live
 /// mappings already overlap: drop one first. Opening a real device does this; a program that
 /// drives only nicsim's devices may call it too (it can only make the process stricter).
+///
+/// # Soundness
+/// It only makes the process stricter: mappings it refuses are never made.
 pub fn refuse_second_mappings() -> Result<(), PlatformError> {
     let mut registry = registry();
     let live = &registry.live;

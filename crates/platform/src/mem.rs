@@ -6,6 +6,16 @@
 //! compiler neither caches nor elides it, and every access is bounds-checked, so no caller can
 //! reach outside the mapping. Values are plain integers and bytes, which have no invalid bit
 //! patterns: whatever the other side writes, reading it is sound.
+//!
+//! # Soundness
+//! A [`MappedRegion`] owns its mapping until it is dropped and hands out no Rust reference into
+//! it: every access checks its range and is a volatile access or a raw copy, so what another
+//! party writes meanwhile is only bytes read. It maps only regular files outside sysfs (no
+//! device's registers, `crate::i82599` maps those) and anonymous memory, and in a process with a
+//! real device never a page a live mapping covers (`crate::mapped_once`). A file shrunk under its
+//! mapping makes an access raise SIGBUS, which ends the process, never reads or writes past the
+//! mapping. [`Span`] is a range proved inside a borrowed region; [`MappedRegion::as_ptr`] is a
+//! pointer, which only `unsafe` code can use.
 
 use std::fs::File;
 use std::io;

@@ -1,5 +1,9 @@
 //! Private mount namespaces, so that `nicsim exec` can show fake PCI functions under
 //! `/sys/bus/pci/devices` to one command without touching the rest of the machine.
+//!
+//! # Soundness
+//! Mount operations on the calling thread's mount namespace, through the kernel: what root's
+//! `std` could do with the `mount` program; they reach no memory of this process.
 
 use crate::error::PlatformError;
 use rustix::mount::{mount_bind, mount_change, MountPropagationFlags};

@@ -2,6 +2,11 @@
 //!
 //! Each 8-byte entry describes one 4 KiB virtual page: bit 63 = present, bits 54:0 = page
 //! frame number. Without CAP_SYS_ADMIN the kernel reports PFN 0 for present pages.
+//!
+//! # Soundness
+//! Physical addresses are facts, read from the kernel: nothing here maps or writes memory, and
+//! an address is of no use without a device's registers or rings, which only `crate::i82599`
+//! writes, from its own typed addresses.
 
 use crate::error::PlatformError;
 use std::fs::File;

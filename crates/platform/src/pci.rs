@@ -3,6 +3,14 @@
 //! The directory holds `vendor`, `device`, `config` (configuration space, read and written
 //! with pread/pwrite) and `resource0` (BAR0, mapped shared). The sysfs root is a parameter,
 //! so the same code opens a real function under `/sys/bus/pci/devices` or one of nicsim's.
+//!
+//! # Soundness
+//! A [`PciFunction`] reads configuration space and sets memory decoding and bus mastering, and
+//! hands out no register file: `map_bar0` is crate-private (`crate::i82599` maps an 82599's
+//! BAR0 and polices every write), and [`IoBar`] opens only a function that is not on sysfs, a
+//! simulated one, whose DMA its simulator resolves only into its owner's hugepage memory. A real
+//! device is opened only before `main`, for the functions named on the command line, and a
+//! process that did so opens no simulated device, whose DMA could reach the real one's rings.
 
 use crate::error::PlatformError;
 use crate::mem::MappedRegion;
@@ -78,11 +86,21 @@ impl PciFunction {
                     .to_string(),
             });
         }
+        let mut simulated = simulated_devices();
+        if simulated.refused {
+            return Err(PlatformError::NotOpenedBeforeMain {
+                address,
+                why: "this process runs DPDK, whose hugepage memory holds pointers a simulated device's DMA could \
+                      overwrite: drive the simulated device from another process"
+                    .to_string(),
+            });
+        }
         let function = Self::open_config(root, &address)?;
         // A directory of another kind may still lead to a real device's files.
         if crate::fs::is_sysfs(&function.config).unwrap_or(true) {
             return Err(not_named(&address));
         }
+        simulated.opened = true;
         Ok(function)
     }
 
@@ -437,6 +455,38 @@ pub(crate) fn is_claim(fd: RawFd) -> bool {
 /// The `config` descriptors of the open [`PciFunction`]s, whose locks are the claims.
 pub(crate) fn claimed_descriptors() -> Vec<RawFd> {
     claims().clone()
+}
+
+/// Simulated devices (not on sysfs) in this process: whether one was opened, and whether they
+/// are refused from now on.
+struct Simulated {
+    opened: bool,
+    refused: bool,
+}
+
+static SIMULATED: Mutex<Simulated> = Mutex::new(Simulated { opened: false, refused: false });
+
+fn simulated_devices() -> std::sync::MutexGuard<'static, Simulated> {
+    SIMULATED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// From now on this process opens no simulated device: for a process whose hugepage memory
+/// holds what a device must not write (DPDK's, whose mbufs hold pointers), since a simulated
+/// device's DMA reaches any of its owner's hugepages. Fails if one was opened already.
+///
+/// # Soundness
+/// It only makes the process stricter.
+pub fn refuse_simulated_devices() -> Result<(), PlatformError> {
+    let mut simulated = simulated_devices();
+    if simulated.opened {
+        return Err(PlatformError::Refused(
+            "this process opened a simulated device (nicsim's), whose DMA could overwrite the pointers in DPDK's \
+             hugepage memory: run DPDK in another process"
+                .to_string(),
+        ));
+    }
+    simulated.refused = true;
+    Ok(())
 }
 
 /// Set once this process mapped the BAR of a device on sysfs: real hardware.

@@ -2,6 +2,10 @@
 //! keeps a core busy) must stop them however it ends: [`Reaped`] kills and reaps its child when
 //! dropped, also while a failed assertion unwinds, and [`die_with_parent`] has the kernel kill
 //! the child if the thread that started it dies without unwinding (SIGKILL, abort).
+//!
+//! # Soundness
+//! Child processes, their signals and their exit, through `std` and the kernel: nothing here
+//! reaches the memory of this process.
 
 use crate::signals::{self, Signal};
 use std::io::{self, Read};

@@ -1,4 +1,7 @@
 //! CPU placement: a polling engine or driver keeps one core busy, so it should own it.
+//!
+//! # Soundness
+//! CPU affinity and the clock: no memory or device is reached.
 
 use std::io;
 

@@ -1,4 +1,8 @@
 //! SIGINT/SIGTERM as a flag that a polling loop checks, and signals a harness sends.
+//!
+//! # Soundness
+//! The handler installed stores one atomic flag (async-signal-safe); sending a signal is the
+//! kernel's `kill`, which the confinement limits where a keeper must be shielded.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -1,6 +1,10 @@
 //! TAP interfaces: an Ethernet link whose other end is the Linux network stack. nicsim attaches
 //! a port's wire to one (`nicsim serve --tap`), so real network stacks are the peers of the
 //! drivers it serves (docs/virtio.md, "Linux peers").
+//!
+//! # Soundness
+//! A TAP device's descriptor, read and written through slices the caller lends: no other
+//! memory is reached.
 
 use crate::error::PlatformError;
 use std::fs::{File, OpenOptions};

@@ -4,6 +4,11 @@
 //! arguments, and sees every fault, with the registers to complete the faulting instruction.
 //!
 //! This module only moves registers and stops; what to do with them is the caller's.
+//!
+//! # Soundness
+//! The tracee is a child process: its registers and stops are values moved through the kernel,
+//! and tracing reaches no memory of this process (the kernel refuses to trace a thread of one's
+//! own process, and the confinement refuses `ptrace` altogether).
 
 use std::collections::HashSet;
 use std::io;

@@ -2,6 +2,9 @@
 //! sequence of instructions that changes nothing on a real CPU and that valgrind's
 //! instruction decoder answers. Safe code cannot fake the answer (an environment variable or a
 //! file name could be).
+//!
+//! # Soundness
+//! The client request reads two registers and changes nothing on a real CPU.
 
 /// valgrind's `VG_USERREQ__RUNNING_ON_VALGRIND` (valgrind.h).
 #[cfg(target_arch = "x86_64")]
