@@ -7,7 +7,7 @@ CARGO ?= cargo
 ISA ?= $(shell scripts/isa-level)
 export RUSTFLAGS := -C target-cpu=$(ISA)
 
-.PHONY: all setup build demo test test-mpk test-peers test-chaos soak chaos-report bench bench-smoke bench-dpdk-smoke bench-dpdk bench-isolation bench-virtio audit sanitize fuzz stress fmt clean
+.PHONY: all setup build audit-tool vet demo test test-mpk test-peers test-chaos soak chaos-report bench bench-smoke bench-dpdk-smoke bench-dpdk bench-isolation bench-virtio audit sanitize fuzz stress fmt clean
 
 all: build
 
@@ -26,17 +26,21 @@ build:
 demo: setup build
 	scripts/demo
 
-# Tests that start nicsim's engine or a polling driver each keep a core busy; the machine has
-# two, so test binaries run one test at a time.
+# The audit first: it vets the sources before anything of the workspace is built, and gives
+# its verdict before any test runs audited code. Tests that start nicsim's engine or a polling
+# driver each keep a core busy; the machine has two, so test binaries run one test at a time.
 test: setup
+	$(MAKE) audit
 	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt $(AUDIT_MANIFEST) -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	cd / && $(CARGO) clippy $(AUDIT_AT) --locked --all-targets --features jit -- -D warnings
 	$(CARGO) build --workspace
 	target/debug/safenic-drivers build
 	scripts/build-dpdk-l2fwd $(ISA)
 	$(CARGO) test --workspace -- --test-threads=1
+	cd / && $(CARGO) test $(AUDIT_AT) --locked --features jit -- --test-threads=1
 	$(MAKE) sanitize
-	$(MAKE) audit
 	$(MAKE) bench-smoke
 
 # crates/isolation's tests in a guest with protection keys (QEMU's software emulation emulates
@@ -97,11 +101,30 @@ sanitize: setup
 	RUSTFLAGS="-Zsanitizer=thread" $(CARGO) +nightly test -Zbuild-std -p platform --lib --target $(SANITIZE_TARGET) \
 	  --target-dir target/sanitize-thread -- --test-threads=1
 
-# The hot paths of the release build contain no run-time check, unsafe stays in its two crates
-# (each block with // SAFETY:), and the trusted kernel's tests pass under Miri. `safenic audit`
-# runs safenic-audit (crates/audit) on the release safenic.
-audit: setup build
-	target/release/safenic audit
+# safenic-audit (crates/audit) is built apart from what it audits: a workspace of its own, from
+# its own Cargo.lock, from outside the repository (so that no cargo configuration of the
+# repository applies), linking no audited crate (docs/safety.md, "The audit").
+AUDIT_MANIFEST = --manifest-path $(CURDIR)/crates/audit/Cargo.toml
+AUDIT_AT = $(AUDIT_MANIFEST) --target-dir $(CURDIR)/target/audit
+AUDIT = target/audit/release/safenic-audit
+audit-tool:
+	cd / && $(CARGO) build $(AUDIT_AT) --locked --release --bin safenic-audit
+
+# Before anything of the workspace is built or run: cargo configuration, build scripts,
+# procedural macros and what they use, unsafe code in the sources, dependencies.
+vet: setup audit-tool
+	$(AUDIT) vet --root .
+
+# Then the build, and the verdict on it: the hot paths of the release build contain no run-time
+# check, unsafe stays in its rooms (each block with // SAFETY:), the dependencies are allowed,
+# every public item of the trusted crates has its # Soundness note (docs/safety.md lists them).
+# After that verdict, what runs audited code: the C# driver's loops read from it running on
+# nicsim (safenic-jit-audit), and the trusted kernel's tests under Miri.
+audit: vet
+	$(MAKE) build
+	$(AUDIT) --binary target/release/safenic --root . --isa $(ISA)
+	cd / && $(CARGO) build $(AUDIT_AT) --locked --release --features jit --bin safenic-jit-audit
+	target/audit/release/safenic-jit-audit --root . --safenic target/release/safenic
 	RUSTFLAGS= $(CARGO) +nightly miri test -p invariants
 
 # nicsim's own ceiling, then every model of every driver of drivers/drivers.toml with

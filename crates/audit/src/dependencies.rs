@@ -66,51 +66,76 @@ pub const PINNED: &[(&str, &str, &str)] = &[
 ];
 
 #[derive(Deserialize)]
-struct Metadata {
-    packages: Vec<Package>,
-    workspace_members: Vec<String>,
-    resolve: Resolve,
-    workspace_root: String,
+pub(crate) struct Metadata {
+    pub packages: Vec<Package>,
+    pub workspace_members: Vec<String>,
+    pub resolve: Resolve,
+    pub workspace_root: String,
 }
 
 #[derive(Deserialize)]
-struct Package {
-    id: String,
-    name: String,
-    version: String,
-    source: Option<String>,
-    manifest_path: String,
+pub(crate) struct Package {
+    pub id: String,
+    pub name: String,
+    pub version: String,
+    pub source: Option<String>,
+    pub manifest_path: String,
     #[serde(default)]
-    targets: Vec<Target>,
-    links: Option<String>,
+    pub targets: Vec<Target>,
+    pub links: Option<String>,
+}
+
+impl Package {
+    pub fn has_target(&self, kind: &str) -> bool {
+        self.targets.iter().any(|t| t.kind.iter().any(|k| k == kind))
+    }
 }
 
 #[derive(Deserialize)]
-struct Target {
-    kind: Vec<String>,
+pub(crate) struct Target {
+    pub kind: Vec<String>,
+    #[serde(default)]
+    pub src_path: String,
 }
 
 #[derive(Deserialize)]
-struct Resolve {
-    nodes: Vec<Node>,
+pub(crate) struct Resolve {
+    pub nodes: Vec<Node>,
 }
 
 #[derive(Deserialize)]
-struct Node {
-    id: String,
-    deps: Vec<NodeDep>,
+pub(crate) struct Node {
+    pub id: String,
+    pub deps: Vec<NodeDep>,
 }
 
 #[derive(Deserialize)]
-struct NodeDep {
-    pkg: String,
-    dep_kinds: Vec<DepKind>,
+pub(crate) struct NodeDep {
+    pub pkg: String,
+    pub dep_kinds: Vec<DepKind>,
 }
 
 #[derive(Deserialize)]
-struct DepKind {
+pub(crate) struct DepKind {
     /// `None` for a normal dependency, `dev` or `build` otherwise.
-    kind: Option<String>,
+    pub kind: Option<String>,
+}
+
+/// `cargo metadata` of the workspace at `root` for [`PLATFORM`], with `Cargo.lock` as it is
+/// (`--locked`: a lock that would change is an error): its JSON and the lock's text.
+pub(crate) fn metadata(root: &Path) -> Result<(String, String), String> {
+    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["metadata", "--format-version", "1", "--locked", "--filter-platform", PLATFORM, "--manifest-path"])
+        .arg(root.join("Cargo.toml"))
+        .current_dir(root)
+        .output()
+        .map_err(|e| format!("running cargo metadata: {e} (the audit needs cargo on PATH)"))?;
+    if !out.status.success() {
+        return Err(format!("cargo metadata: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    let lock = std::fs::read_to_string(root.join("Cargo.lock"))
+        .map_err(|e| format!("reading Cargo.lock: {e} (run cargo metadata once to write it)"))?;
+    Ok((String::from_utf8_lossy(&out.stdout).into_owned(), lock))
 }
 
 /// What the check found for one set of root crates.
@@ -145,17 +170,7 @@ pub const ALLOWLIST: Allowlist<'static> = Allowlist {
 /// and the dependencies of the driver crates against [`ALLOWLIST`], and those of the driver
 /// binary against it and the binary's own lists (`tool_dependencies.rs`).
 pub fn check(root: &Path) -> Result<Vec<DependencyReport>, String> {
-    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["metadata", "--format-version", "1", "--filter-platform", PLATFORM, "--manifest-path"])
-        .arg(root.join("Cargo.toml"))
-        .output()
-        .map_err(|e| format!("running cargo metadata: {e} (the audit needs cargo on PATH)"))?;
-    if !out.status.success() {
-        return Err(format!("cargo metadata: {}", String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    let lock = std::fs::read_to_string(root.join("Cargo.lock"))
-        .map_err(|e| format!("reading Cargo.lock: {e} (run cargo metadata once to write it)"))?;
-    let json = String::from_utf8_lossy(&out.stdout);
+    let (json, lock) = metadata(root)?;
     use crate::tool_dependencies as tool;
     let rooms: Vec<&str> = tool::TOOL_ROOMS.iter().map(|(name, _)| *name).collect();
     let path = [TRUSTED_PATH_CRATES, tool::TOOL_PATH_CRATES, &rooms].concat();
@@ -171,7 +186,7 @@ pub fn check(root: &Path) -> Result<Vec<DependencyReport>, String> {
 }
 
 /// Checksums in a `Cargo.lock`, by (name, version, source).
-fn lock_checksums(lock: &str) -> BTreeMap<(String, String, String), String> {
+pub(crate) fn lock_checksums(lock: &str) -> BTreeMap<(String, String, String), String> {
     let mut sums = BTreeMap::new();
     for package in lock.split("[[package]]").skip(1) {
         let field = |key: &str| {

@@ -3,11 +3,10 @@
 //! calls, through the same audit as the Rust hot paths. A call to a check routine of the
 //! language's run-time (GNAT's `__gnat_rcheck_*`) is a finding, with its source line. A JIT
 //! driver's loops (the C# one) are audited while it runs ([`crate::jit_run`]) and reported here
-//! the same way.
+//! the same way (`safenic-jit-audit`).
 
 use crate::elf::Binary;
 use crate::hot_paths::{audit_hot_paths, FunctionReport};
-use crate::jit_run::JitModel;
 use crate::sizes::{LoopCode, TableDriver, MODES};
 use serde::Serialize;
 use std::path::Path;
@@ -49,6 +48,15 @@ pub fn audit_driver_loops(root: &Path, table: &[TableDriver]) -> Vec<DriverLoop>
         }
     }
     out
+}
+
+/// One model of a JIT driver, audited (`safenic-jit-audit`).
+pub struct JitModel {
+    pub mode: String,
+    /// Every run's methods together ([`crate::jit_loops::merge`]).
+    pub functions: Vec<FunctionReport>,
+    /// Instructions of the loop and the methods it calls per packet, in the default run.
+    pub instructions: usize,
 }
 
 /// The loops of a JIT driver as [`DriverLoop`]s: its models, or the error for each.

@@ -2,7 +2,8 @@
 //! runtime's perf map on, lets it forward until every per-packet path has been compiled, and
 //! audits its loops ([`crate::jit_loops`]) from the process before stopping it.
 
-use crate::hot_paths::{CheckKind, FunctionReport};
+use crate::driver_loops::JitModel;
+use crate::hot_paths::CheckKind;
 use crate::jit::{parse_perf_map, JitImage, LiveProcess};
 use crate::jit_loops::{merge, option_sets, walk, JitWalk};
 use crate::sizes::MODES;
@@ -26,15 +27,6 @@ const FRAMES_BEFORE_READING: u64 = 50_000;
 /// milliseconds at line rate, too short a window for every path to have run once on a loaded
 /// host (its presence check runs every 100 ms).
 const FORWARDING_BEFORE_READING: Duration = Duration::from_secs(1);
-
-/// One model of a JIT driver, audited.
-pub struct JitModel {
-    pub mode: String,
-    /// Every run's methods together ([`merge`]).
-    pub functions: Vec<FunctionReport>,
-    /// Instructions of the loop and the methods it calls per packet, in the default run.
-    pub instructions: usize,
-}
 
 /// Audits the loop `main_loop` (`{mode}` replaced) of the driver started by `command`, in
 /// every model and every combination of [`option_sets`].

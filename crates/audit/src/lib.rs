@@ -1,6 +1,14 @@
 //! The audit: proves from the compiled release code that the hot paths contain no run-time
-//! checks, and from the sources that unsafe code stays in its two crates.
+//! checks, from the sources that unsafe code stays in its rooms and that nothing unvetted runs
+//! when the workspace is built, and lists the trusted crates' public surface. It is a
+//! workspace of its own, links no crate it audits, and runs nothing it audits
+//! (docs/safety.md, "The audit").
 //!
+//! - **Before anything is built** ([`vet`]): no cargo configuration, toolchain file, `[patch]`
+//!   or unknown path crate in the repository; every build script and procedural macro of the
+//!   workspace's graph pinned ([`build_time`]); no unsafe code, assembly or linker attribute
+//!   outside the rooms ([`unsafe_code`]); the driver crates' dependencies allowed
+//!   ([`dependencies`], [`tool_dependencies`]).
 //! - **Hot paths** ([`hot_paths`]): every function registered in `crates/safenic/src/fwd.rs`
 //!   ([`registry`]) and everything it calls that is not inlined, decoded from the binary
 //!   ([`elf`]); a call to a panic, bounds-check, overflow, unwrap, allocation or formatting
@@ -9,39 +17,45 @@
 //! - **Other drivers' main loops** ([`driver_loops`]): the loops of every driver in a checked
 //!   language (the Ada driver, built with GNAT's checks on), audited the same way; a call to
 //!   `__gnat_rcheck_*` is a finding with its source line. A JIT-compiled driver (C#) is run on
-//!   a nicsim and its loops are read from the process ([`jit_run`], [`jit_loops`], [`jit`]); a
-//!   call to a runtime helper that throws (`JIT_RngChkFail`) is a finding.
+//!   a nicsim by `safenic-jit-audit` (the `jit` feature), which reads its loops from the
+//!   process ([`jit`], [`jit_loops`]); a call to a runtime helper that throws
+//!   (`JIT_RngChkFail`) is a finding.
 //! - **Table 2 of the paper** ([`sizes`]): lines of code and instructions per main loop.
 //! - **Unsafe budget** ([`budget`], [`unsafe_code`]): every kind of unsafe code, per crate;
 //!   for Ada ([`ada_features`]), its unsafe features per file, allowed only in its platform
 //!   packages, and no check turned off anywhere.
-//! - **Dependencies** ([`dependencies`], [`tool_dependencies`]): the driver library, and the
-//!   driver binary with it, depend only on allowlists, pinned by checksum.
 //! - **Expanded code** ([`expanded`]): no macro emits unsafe code into the driver crates.
+//! - **Public surface** ([`surface`]): every public item of the trusted crates, each covered by
+//!   a `# Soundness` note, listed in docs/safety.md.
 #![forbid(unsafe_code)]
 
 pub mod ada_features;
 pub mod budget;
+pub mod build_time;
 pub mod cross_check;
 pub mod dependencies;
 pub mod driver_loops;
+pub mod drivers;
 pub mod elf;
 pub mod expanded;
 pub mod hot_paths;
 pub mod jit;
 pub mod jit_loops;
+#[cfg(feature = "jit")]
 pub mod jit_run;
 pub mod lines;
 pub mod registry;
 pub mod report;
 pub mod sizes;
+pub mod surface;
 pub mod tool_dependencies;
 pub mod unsafe_code;
+pub mod vet;
 
 use budget::CrateBudget;
 use hot_paths::FunctionReport;
 use serde::Serialize;
-use sizes::{LoopCode, SizeRow, TableDriver};
+use sizes::{SizeRow, TableDriver};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -66,6 +80,9 @@ pub struct Report {
     pub hot_path_checks: usize,
     /// Checks found in [`Report::driver_loops`].
     pub driver_loop_checks: usize,
+    /// What [`vet`] finds (it ran before the build too).
+    pub vet: Vec<String>,
+    pub surface: surface::SurfaceReport,
     pub passed: bool,
 }
 
@@ -98,22 +115,15 @@ pub fn audit(o: &Options) -> Result<Report, String> {
             }
         }
     }
+    let vet = vet::vet(&o.root)?;
+    let surface = surface::check(&o.root)?;
     let crates = budget::unsafe_budget(&o.root)?;
     let dependencies = dependencies::check(&o.root)?;
     let expanded = expanded::check(&o.root)?;
     let kernel = budget::rust_files(&o.root.join("crates/invariants/src"));
     let hot_path_checks: usize = functions.iter().map(|r| r.checks.len()).sum();
-    let mut driver_loops = driver_loops::audit_driver_loops(&o.root, &o.table);
-    let mut jit_sizes: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
-    for d in &o.table {
-        let LoopCode::Jit(command) = &d.code else { continue };
-        let cold = d.hot_loop_cold_calls.clone().unwrap_or_default();
-        let result = jit_run::audit_jit_driver(&d.label, command, &d.main_loop, &cold);
-        if let Ok(models) = &result {
-            jit_sizes.insert(d.label.clone(), models.iter().map(|m| (m.mode.clone(), m.instructions)).collect());
-        }
-        driver_loops.extend(driver_loops::jit_driver_loops(d, command, &result));
-    }
+    let driver_loops = driver_loops::audit_driver_loops(&o.root, &o.table);
+    let jit_sizes: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
     let driver_loop_checks: usize = driver_loops.iter().map(|l| l.checks()).sum();
     let mut ada = Vec::new();
     for d in &o.table {
@@ -126,7 +136,9 @@ pub fn audit(o: &Options) -> Result<Report, String> {
         && cross_check_failures.is_empty()
         && crates.iter().all(CrateBudget::passed)
         && dependencies.iter().all(|d| d.not_allowed.is_empty())
-        && expanded.iter().all(|e| e.findings.is_empty());
+        && expanded.iter().all(|e| e.findings.is_empty())
+        && vet.is_empty()
+        && surface.passed();
     Ok(Report {
         binary: o.binary.display().to_string(),
         functions,
@@ -141,6 +153,8 @@ pub fn audit(o: &Options) -> Result<Report, String> {
         trusted_kernel_lines: sizes::lines_of_code(&kernel),
         hot_path_checks,
         driver_loop_checks,
+        vet,
+        surface,
         passed,
     })
 }

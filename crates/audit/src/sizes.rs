@@ -1,5 +1,6 @@
 //! The paper's Table 2: lines of code per driver, and x86 instructions in each main loop.
 
+use crate::drivers::Driver;
 use crate::elf::Binary;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -11,12 +12,12 @@ pub const MODES: [&str; 3] = ["restricted", "const", "flexible"];
 /// Where a driver's main loops are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LoopCode {
-    /// In a binary per model, relative to the repository, for this program's instruction-set
+    /// In a binary per model, relative to the repository, for the audit's instruction-set
     /// level; `{mode}` is the model.
     Binary(String),
-    /// JIT-compiled: only in the running driver, which this command starts (its words, paths
-    /// resolved, `{mode}` left in).
-    Jit(Vec<String>),
+    /// JIT-compiled: only in the running driver, which its manifest `command` starts
+    /// (`safenic-jit-audit` reads it).
+    Jit,
 }
 
 /// What the table needs of one driver.
@@ -33,15 +34,15 @@ pub struct TableDriver {
     pub hot_loop_cold_calls: Option<Vec<String>>,
 }
 
-/// The drivers of the table: every manifest entry with a `main_loop` in a `binary` or a perf
-/// map; `root` and `safenic` resolve a JIT driver's command.
-pub fn table_of(m: &manifest::Manifest, root: &Path, safenic: &Path) -> Vec<TableDriver> {
-    m.drivers
+/// The drivers of the table: every manifest entry with a `main_loop` in a `binary` (built for
+/// `isa`) or a perf map.
+pub fn table_of(drivers: &[Driver], isa: &str) -> Vec<TableDriver> {
+    drivers
         .iter()
         .filter_map(|d| {
             let code = match &d.binary {
-                Some(b) => LoopCode::Binary(manifest::isa::resolve(b)),
-                None if d.perf_map => LoopCode::Jit(d.command_words(root, safenic)),
+                Some(b) => LoopCode::Binary(b.replace("{isa}", isa)),
+                None if d.perf_map => LoopCode::Jit,
                 None => return None,
             };
             Some(TableDriver {
@@ -88,7 +89,7 @@ pub fn size_table(
                         let name = d.main_loop.replace("{mode}", mode);
                         binary.named(&name).map(|f| f.instructions.len()).collect()
                     }
-                    LoopCode::Jit(_) => match jit.get(&d.label).and_then(|m| m.get(mode)) {
+                    LoopCode::Jit => match jit.get(&d.label).and_then(|m| m.get(mode)) {
                         Some(&n) => vec![n],
                         None => continue,
                     },
@@ -99,7 +100,7 @@ pub fn size_table(
                 driver: d.label.clone(),
                 lines_of_code: lines_of_code(&files_of(root, &d.sources)),
                 loops,
-                jit: matches!(d.code, LoopCode::Jit(_)),
+                jit: d.code == LoopCode::Jit,
             })
         })
         .collect()

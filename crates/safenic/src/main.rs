@@ -163,20 +163,6 @@ enum Cmd {
         #[arg(long, value_name = "FILE")]
         splice: Option<PathBuf>,
     },
-    /// Prove from the release binary that the hot paths contain no run-time checks, print the
-    /// size table and the unsafe budget; exit 1 if a check or misplaced unsafe is found. Runs
-    /// `safenic-audit` (crates/audit), built beside this program, so that the audit's
-    /// dependencies stay out of the driver.
-    Audit {
-        /// The release safenic binary to inspect (default: this one).
-        #[arg(long)]
-        binary: Option<PathBuf>,
-        /// The repository root (default: the one this program was built in).
-        #[arg(long)]
-        root: Option<PathBuf>,
-        #[arg(long)]
-        json: bool,
-    },
     /// Measure drivers on nicsim: forwarded Mpps, instructions and estimated cycles per packet
     /// (callgrind), the drivers of a model interleaved and repeated, as Markdown (and JSON with
     /// --out). Needs root, hugepages and valgrind (scripts/setup).
@@ -343,23 +329,6 @@ pub(crate) fn beside_this_program(name: &str, command: &str, make: &str) -> Resu
     Ok(program)
 }
 
-/// `safenic audit`: `safenic-audit` from the same build, on this binary unless told otherwise.
-fn run_audit(binary: Option<PathBuf>, root: Option<PathBuf>, json: bool) -> Result<(), String> {
-    use std::os::unix::process::CommandExt;
-    let me = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
-    let auditor = beside_this_program("safenic-audit", "cargo build --release -p audit", "make audit")?;
-    let mut cmd = std::process::Command::new(&auditor);
-    // Its messages then name `safenic`, the command that was typed.
-    cmd.arg0("safenic").arg("--binary").arg(binary.unwrap_or(me));
-    if let Some(r) = root {
-        cmd.arg("--root").arg(r);
-    }
-    if json {
-        cmd.arg("--json");
-    }
-    Err(format!("cannot run {}: {}", auditor.display(), cmd.exec()))
-}
-
 fn main() -> ExitCode {
     let args: Cli = cli::parse("safenic");
     let result = match args.cmd {
@@ -399,7 +368,6 @@ fn main() -> ExitCode {
         Cmd::Gen { port, sysfs, rate, size, count, seconds } => {
             gen::run(&gen::Options { port, sysfs, rate, size, count, seconds })
         }
-        Cmd::Audit { binary, root, json } => run_audit(binary, root, json),
         Cmd::Figures { results, dir, splice } => report::redraw(&results, &dir, splice.as_deref()),
         Cmd::Chaos { only, modes, seconds, seed, out, splice } => {
             let modes = if modes.is_empty() { vec![Mode::Restricted, Mode::Const, Mode::Flexible] } else { modes };

@@ -166,13 +166,9 @@ fn every_nicsim_subcommand_refuses_bad_values_in_one_line() {
 }
 
 #[test]
-fn the_audit_and_the_driver_manifest_tool_refuse_bad_input_in_one_line() {
-    let sibling = |n: &str| PathBuf::from(SAFENIC).with_file_name(n);
-    let (auditor, drivers) = (sibling("safenic-audit"), sibling("safenic-drivers"));
+fn the_driver_manifest_tool_refuses_bad_input_in_one_line() {
+    let drivers = PathBuf::from(SAFENIC).with_file_name("safenic-drivers");
     for (program, args, names) in [
-        (&auditor, vec!["--binary", "/nonexistent/safenic"], "/nonexistent/safenic"),
-        (&auditor, vec!["--root", "/nonexistent", "--binary", SAFENIC], "drivers.toml"),
-        (&auditor, vec!["--frobnicate"], "--frobnicate"),
         (&drivers, vec!["build", "no-such-driver"], "safenic-drivers list"),
         (&drivers, vec!["--root", "/nonexistent", "list"], "drivers.toml"),
         (&drivers, vec!["frobnicate"], "frobnicate"),
