@@ -39,7 +39,7 @@ test: setup
 	target/debug/safenic-drivers build
 	scripts/build-dpdk-l2fwd $(ISA)
 	$(CARGO) test --workspace -- --test-threads=1
-	cd / && $(CARGO) test $(AUDIT_AT) --locked --features jit -- --test-threads=1
+	cd / && $(CARGO) test $(AUDIT_AT) --locked --release --features jit -- --test-threads=1
 	$(MAKE) sanitize
 	$(MAKE) bench-smoke
 

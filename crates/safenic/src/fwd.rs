@@ -18,7 +18,7 @@ pub const POOL: usize = 4096;
 /// Loop iterations between looks at the clock and the signal flag.
 const CHECK_EVERY: usize = 1024;
 
-/// The per-packet code, for `safenic audit`: these loops (every instantiation) and every
+/// The per-packet code, for `safenic-audit`: these loops (every instantiation) and every
 /// function they call that is not inlined must contain no run-time check. The agents' `run`,
 /// `rx_batch` and `tx_batch` are inlined into them; if one ever is not, the audit finds and
 /// audits it as a callee. The audit reads both lists from this source (crates/audit's

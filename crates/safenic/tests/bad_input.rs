@@ -82,7 +82,6 @@ fn every_safenic_subcommand_refuses_bad_values_in_one_line() {
         (vec!["bench", "--repetitions", "0"], "1 to 100"),
         (vec!["bench", "--profile", "slow"], "--profile"),
         (vec!["bench", "--throughput-only", "--out", "/tmp/x"], "--throughput-only"),
-        (vec!["audit", "--binary", "/nonexistent/safenic"], "/nonexistent/safenic"),
         (vec!["figures", "/nonexistent/results.json", "/tmp/x"], "/nonexistent/results.json"),
         (vec!["figures", "Cargo.toml", "/tmp/x"], "results.json written by safenic bench"),
         (vec!["chaos", "--seconds", "nan"], "--seconds"),
