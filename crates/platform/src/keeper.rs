@@ -8,7 +8,7 @@
 //! BAR mappings the driver had then. Every DMA region the driver allocates is handed to the
 //! keeper as soon as it exists (a descriptor of its sealed file, which the keeper maps too, so
 //! the pages stay allocated), and before a queue is enabled the keeper is told how to stop it
-//! ([`StopPlan`], made by the device's trusted model, `crate::i82599`). The keeper lets the
+//! (a stop plan, made by the device's trusted model, `crate::i82599`). The keeper lets the
 //! memory go only once the driver is gone, however it went, and it has read from the device
 //! itself that every queue it was told of has stopped. A queue the driver says it stopped (a
 //! message it does not trust: anyone with a copy of the socket could send it) it stops itself

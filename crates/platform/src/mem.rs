@@ -84,9 +84,9 @@ impl MappedRegion {
     /// the types can prevent, as is unplugging a real card).
     ///
     /// Only regular files outside sysfs are mapped here: a PCI function's registers (sysfs
-    /// `resource<N>`, `/dev/mem`, a UIO device) are mapped only by
-    /// [`crate::PciFunction::map_bar0`], which claims the function first, so that no second
-    /// mapping can program a device that a driver owns.
+    /// `resource<N>`, `/dev/mem`, a UIO device) are mapped only by `PciFunction::map_bar0`
+    /// (private to this crate), which claims the function first, so that no second mapping can
+    /// program a device that a driver owns.
     pub fn map_file(file: &File, offset: u64, len: usize, populate: bool) -> io::Result<Self> {
         let meta = file.metadata()?;
         if !meta.file_type().is_file() || crate::fs::is_sysfs(file)? {

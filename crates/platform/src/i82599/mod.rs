@@ -6,7 +6,7 @@
 //! only if [`writable`] lists it (interrupt masks, filters, flow control, statistics mapping,
 //! resets, thresholds: nothing that holds an address or a length the device would use, or
 //! enables a queue), and a queue is given memory only by [`Registers::enable_rx`] and
-//! [`Registers::enable_tx`], which take a [`LegacyRing`] and a [`HeadSlot`] of a
+//! [`Registers::enable_tx`], which take a [`LegacyRing`] and a [`crate::dma::HeadSlot`] of a
 //! [`crate::dma::DmaRegion`] and program every register that makes the device reach memory
 //! themselves [DS 4.6.7, 4.6.8]. Tails are written through a [`Doorbell`], which takes only
 //! indices of the ring. Section numbers are those of the Intel 82599 10 GbE Controller
