@@ -34,12 +34,12 @@ test: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) fmt $(AUDIT_MANIFEST) -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	cd / && $(CARGO) clippy $(AUDIT_AT) --locked --all-targets --features jit -- -D warnings
+	cd / && $(CARGO) clippy $(AUDIT_AT) --locked --all-targets -- -D warnings
 	$(CARGO) build --workspace
 	target/debug/safenic-drivers build
 	scripts/build-dpdk-l2fwd $(ISA)
 	$(CARGO) test --workspace -- --test-threads=1
-	cd / && $(CARGO) test $(AUDIT_AT) --locked --release --features jit -- --test-threads=1
+	cd / && $(CARGO) test $(AUDIT_AT) --locked --release -- --test-threads=1
 	$(MAKE) sanitize
 	$(MAKE) bench-smoke
 
@@ -119,12 +119,11 @@ vet: setup audit-tool
 # check, unsafe stays in its rooms (each block with // SAFETY:), the dependencies are allowed,
 # every public item of the trusted crates has its # Soundness note (docs/safety.md lists them).
 # After that verdict, what runs audited code: the C# driver's loops read from it running on
-# nicsim (safenic-jit-audit), and the trusted kernel's tests under Miri.
+# the build's nicsim (safenic-audit jit), and the trusted kernel's tests under Miri.
 audit: vet
 	$(MAKE) build
 	$(AUDIT) --binary target/release/safenic --root . --isa $(ISA)
-	cd / && $(CARGO) build $(AUDIT_AT) --locked --release --features jit --bin safenic-jit-audit
-	target/audit/release/safenic-jit-audit --root . --safenic target/release/safenic
+	$(AUDIT) jit --root . --isa $(ISA)
 	RUSTFLAGS= $(CARGO) +nightly miri test -p invariants
 
 # nicsim's own ceiling, then every model of every driver of drivers/drivers.toml with

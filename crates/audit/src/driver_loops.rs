@@ -3,7 +3,7 @@
 //! calls, through the same audit as the Rust hot paths. A call to a check routine of the
 //! language's run-time (GNAT's `__gnat_rcheck_*`) is a finding, with its source line. A JIT
 //! driver's loops (the C# one) are audited while it runs ([`crate::jit_run`]) and reported here
-//! the same way (`safenic-jit-audit`).
+//! the same way (`safenic-audit jit`).
 
 use crate::elf::Binary;
 use crate::hot_paths::{audit_hot_paths, FunctionReport};
@@ -50,7 +50,7 @@ pub fn audit_driver_loops(root: &Path, table: &[TableDriver]) -> Vec<DriverLoop>
     out
 }
 
-/// One model of a JIT driver, audited (`safenic-jit-audit`).
+/// One model of a JIT driver, audited (`safenic-audit jit`).
 pub struct JitModel {
     pub mode: String,
     /// Every run's methods together ([`crate::jit_loops::merge`]).

@@ -21,6 +21,21 @@ pub struct Driver {
     pub perf_map: bool,
 }
 
+impl Driver {
+    /// Its command's words: `{safenic}` replaced by `safenic`, `{isa}` by `isa`, and every
+    /// relative path (a word with a `/`: the program, or the program a runtime runs) made
+    /// absolute against `root`; `{mode}` is left for the caller.
+    pub fn command_words(&self, root: &Path, safenic: &Path, isa: &str) -> Vec<String> {
+        let words = self.command.split_whitespace();
+        let words = words.map(|w| w.replace("{isa}", isa).replace("{safenic}", &safenic.display().to_string()));
+        words
+            .map(
+                |w| if w.contains('/') && !w.starts_with(['/', '-']) { root.join(&w).display().to_string() } else { w },
+            )
+            .collect()
+    }
+}
+
 #[derive(Deserialize)]
 struct Manifest {
     driver: Vec<Driver>,

@@ -52,7 +52,7 @@ pub fn check(root: &Path) -> Result<Vec<ExpandedReport>, String> {
 pub fn check_crate(root: &Path, krate: &str, target: &str) -> Result<ExpandedReport, String> {
     let out = Command::new("cargo")
         .args(["+nightly", "rustc", "--quiet", "-p", krate, target, "--profile", "check", "--target-dir"])
-        .arg(root.join("target/expanded"))
+        .arg(root.join(crate::NIGHTLY_TARGET))
         .arg("--manifest-path")
         .arg(root.join("Cargo.toml"))
         .args(["--", "-Zunpretty=expanded"])

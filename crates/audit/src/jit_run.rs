@@ -1,16 +1,16 @@
-//! A JIT-compiled driver's loops exist only while it runs: this starts it on a nicsim with the
-//! runtime's perf map on, lets it forward until every per-packet path has been compiled, and
-//! audits its loops ([`crate::jit_loops`]) from the process before stopping it.
+//! A JIT-compiled driver's loops exist only while it runs: this starts nicsim's server and the
+//! driver, programs of the build that the audit runs but does not link ([`crate::children`],
+//! [`crate::nicsim_cli`]), lets the driver forward until every per-packet path has been
+//! compiled, and audits its loops ([`crate::jit_loops`]) from the process before stopping it.
 
+use crate::children::{Running, Scratch};
 use crate::driver_loops::JitModel;
 use crate::hot_paths::CheckKind;
 use crate::jit::{parse_perf_map, JitImage, LiveProcess};
 use crate::jit_loops::{merge, option_sets, walk, JitWalk};
+use crate::nicsim_cli::Nicsim;
 use crate::sizes::MODES;
-use nicsim::session::{Session, SessionOptions};
-use nicsim::wire::TrafficSpec;
-use platform::Reaped;
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The engine's core and the driver's, as in the bench.
@@ -29,15 +29,15 @@ const FRAMES_BEFORE_READING: u64 = 50_000;
 const FORWARDING_BEFORE_READING: Duration = Duration::from_secs(1);
 
 /// Audits the loop `main_loop` (`{mode}` replaced) of the driver started by `command`, in
-/// every model and every combination of [`option_sets`].
+/// every model and every combination of [`option_sets`], on a server of the `nicsim` program.
 pub fn audit_jit_driver(
-    label: &str,
+    nicsim: &Path,
     command: &[String],
     main_loop: &str,
     cold: &[String],
 ) -> Result<Vec<JitModel>, String> {
-    let opts = SessionOptions { cpu: Some(NICSIM_CPU), ..SessionOptions::default() };
-    let sim = Session::start("safenic-audit", label, &opts)?;
+    let scratch = Scratch::new()?;
+    let sim = Nicsim::start(nicsim, &scratch, NICSIM_CPU)?;
     let mut models = Vec::new();
     for mode in MODES {
         let root = main_loop.replace("{mode}", mode);
@@ -48,7 +48,7 @@ pub fn audit_jit_driver(
         // option set runs again, up to ROUNDS times, before that is reported as a finding.
         for _ in 0..ROUNDS {
             for options in option_sets(mode) {
-                let run = run_once(&sim, command, mode, &options, &root, cold)
+                let run = run_once(&sim, &scratch, command, mode, &options, &root, cold)
                     .map_err(|e| format!("{mode} {}: {e}", options.join(" ")))?;
                 runs.push(run);
             }
@@ -65,62 +65,53 @@ pub fn audit_jit_driver(
 }
 
 fn run_once(
-    sim: &Session,
+    sim: &Nicsim,
+    scratch: &Scratch,
     command: &[String],
     mode: &str,
     options: &[&str],
     root: &str,
     cold: &[String],
 ) -> Result<JitWalk, String> {
-    // The runtime writes its perf maps into TMPDIR: the session's scratch directory, which
-    // goes with the session.
-    let scratch = sim.root().parent().ok_or("nicsim's directory has no parent")?.to_path_buf();
-    let (program, args) = command.split_first().ok_or("the driver's command is empty")?;
-    let mut child = Reaped::spawn(
-        Command::new(program)
-            .args(args)
-            .args([mode, &nicsim::sysfs::port_address(0), &nicsim::sysfs::port_address(1)])
-            .args(options)
-            .arg("--sysfs")
-            .arg(sim.devices())
-            .env("COMPlus_PerfMapEnabled", "1")
-            .env("TMPDIR", &scratch)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
-    )
-    .map_err(|e| format!("starting {program}: {e} (build the drivers first: make audit does)"))?;
-    platform::sched::pin_process(child.id(), DRIVER_CPU)
-        .map_err(|e| format!("pinning the driver to CPU {DRIVER_CPU}: {e} (the audit needs two CPUs)"))?;
-    let perf_map = scratch.join(format!("perf-{}.map", child.id()));
-    let walked = forward_then_walk(sim, &mut child, &perf_map, root, cold);
-    (0..2).try_for_each(|port| sim.stop_traffic(port).map(drop))?;
-    let out = child.terminate(Duration::from_secs(30)).map_err(|e| format!("stopping the driver: {e}"))?;
-    if !out.status.success() {
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        return Err(format!("the driver exited with {} after SIGTERM: {}", out.status, text.trim()));
+    let (program, words) = command.split_first().ok_or("the driver's command is empty")?;
+    let mut args: Vec<String> = words.to_vec();
+    args.push(mode.to_string());
+    args.extend(sim.port_addresses()?);
+    args.extend(options.iter().map(|o| o.to_string()));
+    args.extend(["--sysfs".to_string(), sim.devices().display().to_string()]);
+    // The runtime writes its perf map into TMPDIR: the run's scratch directory.
+    let perf_maps = scratch.path();
+    let env = [("COMPlus_PerfMapEnabled", Path::new("1")), ("TMPDIR", perf_maps)];
+    let log = scratch.path().join("driver.log");
+    let mut driver = Running::spawn(Path::new(program), &args, Some(DRIVER_CPU), &env, log)
+        .map_err(|e| format!("{e} (build the drivers first: make audit does)"))?;
+    let perf_map = perf_maps.join(format!("perf-{}.map", driver.id()));
+    let walked = forward_then_walk(sim, &mut driver, &perf_map, root, cold);
+    (0..2).try_for_each(|port| sim.stop_traffic(port))?;
+    let (status, output) =
+        driver.terminate(Duration::from_secs(30)).map_err(|e| format!("stopping the driver: {e}"))?;
+    if !status.success() {
+        return Err(format!("the driver exited with {status} after SIGTERM: {output}"));
     }
     walked
 }
 
 fn forward_then_walk(
-    sim: &Session,
-    child: &mut Reaped,
-    perf_map: &std::path::Path,
+    sim: &Nicsim,
+    driver: &mut Running,
+    perf_map: &Path,
     root: &str,
     cold: &[String],
 ) -> Result<JitWalk, String> {
-    let before = sim.stats()?;
-    (0..2).try_for_each(|port| sim.start_traffic(port, TrafficSpec::default()))?;
-    let mut alive = || match child.try_wait() {
-        Ok(Some(status)) => Err(format!("the driver exited with {status}: {}", child.output())),
-        _ => Ok(()),
-    };
+    let before = sim.sink_packets()?;
+    (0..2).try_for_each(|port| sim.start_traffic(port))?;
+    let mut alive = || driver.alive().map_err(|e| format!("the driver: {e}"));
     sim.wait_ports_up(Duration::from_secs(60), &mut alive)?;
     let started = Instant::now();
     let deadline = started + Duration::from_secs(60);
     loop {
-        let now = sim.stats()?;
-        let least = before.ports.iter().zip(&now.ports).map(|(a, b)| b.sink_packets - a.sink_packets).min();
+        let now = sim.sink_packets()?;
+        let least = before.iter().zip(&now).map(|(a, b)| b - a).min();
         if least.unwrap_or(0) >= FRAMES_BEFORE_READING && started.elapsed() >= FORWARDING_BEFORE_READING {
             break;
         }
@@ -132,6 +123,6 @@ fn forward_then_walk(
     }
     let map = std::fs::read_to_string(perf_map)
         .map_err(|e| format!("reading the runtime's perf map {}: {e} (is it a .NET program?)", perf_map.display()))?;
-    let image = JitImage::new(parse_perf_map(&map), LiveProcess::open(child.id())?);
+    let image = JitImage::new(parse_perf_map(&map), LiveProcess::open(driver.id())?);
     walk(&image, root, cold)
 }

@@ -1,8 +1,9 @@
 //! The audit: proves from the compiled release code that the hot paths contain no run-time
 //! checks, from the sources that unsafe code stays in its rooms and that nothing unvetted runs
 //! when the workspace is built, and lists the trusted crates' public surface. It is a
-//! workspace of its own, links no crate it audits, and runs nothing it audits
-//! (docs/safety.md, "The audit").
+//! workspace of its own and links no crate it audits; the one part that runs audited
+//! programs (the JIT drivers' loops) is a subcommand run after the verdict (docs/safety.md,
+//! "The audit").
 //!
 //! - **Before anything is built** ([`vet`]): no cargo configuration, toolchain file, `[patch]`
 //!   or unknown path crate in the repository; every build script and procedural macro of the
@@ -17,8 +18,8 @@
 //! - **Other drivers' main loops** ([`driver_loops`]): the loops of every driver in a checked
 //!   language (the Ada driver, built with GNAT's checks on), audited the same way; a call to
 //!   `__gnat_rcheck_*` is a finding with its source line. A JIT-compiled driver (C#) is run on
-//!   a nicsim by `safenic-jit-audit` (the `jit` feature), which reads its loops from the
-//!   process ([`jit`], [`jit_loops`]); a call to a runtime helper that throws
+//!   a server of the build's nicsim by `safenic-audit jit` ([`jit_run`]), which reads its
+//!   loops from the process ([`jit`], [`jit_loops`]); a call to a runtime helper that throws
 //!   (`JIT_RngChkFail`) is a finding.
 //! - **Table 2 of the paper** ([`sizes`]): lines of code and instructions per main loop.
 //! - **Unsafe budget** ([`budget`], [`unsafe_code`]): every kind of unsafe code, per crate;
@@ -32,6 +33,7 @@
 pub mod ada_features;
 pub mod budget;
 pub mod build_time;
+pub mod children;
 pub mod cross_check;
 pub mod dependencies;
 pub mod driver_loops;
@@ -41,9 +43,9 @@ pub mod expanded;
 pub mod hot_paths;
 pub mod jit;
 pub mod jit_loops;
-#[cfg(feature = "jit")]
 pub mod jit_run;
 pub mod lines;
+pub mod nicsim_cli;
 pub mod registry;
 pub mod report;
 pub mod sizes;
@@ -58,6 +60,10 @@ use serde::Serialize;
 use sizes::{SizeRow, TableDriver};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+/// The target directory of the nightly builds the audit reads (the expanded code, rustdoc's
+/// JSON): one for both, so that the second reuses the dependencies the first checked.
+pub const NIGHTLY_TARGET: &str = "target/nightly";
 
 /// Everything the audit reports.
 #[derive(Debug, Clone, Serialize)]

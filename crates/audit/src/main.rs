@@ -1,10 +1,13 @@
 //! `safenic-audit`: before the build, nothing unvetted runs when the workspace is built
 //! (`vet`); after it, no run-time checks in the hot paths of the release build, the paper's
 //! Table 2, the unsafe budget, the dependencies, the expanded code and the trusted crates'
-//! public surface (`check`, the default); the surface's list for docs/safety.md (`surface`).
+//! public surface (`check`, the default); the surface's list for docs/safety.md (`surface`);
+//! after that verdict, the JIT drivers' loops read from them running on a nicsim (`jit`).
 //! Built from a workspace of its own, it links no crate it audits. Exits 1 if the audit fails.
 #![forbid(unsafe_code)]
 
+use audit::driver_loops::jit_driver_loops;
+use audit::sizes::{table_of, LoopCode};
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -46,6 +49,10 @@ enum Command {
         #[arg(long, default_value = ".")]
         root: PathBuf,
     },
+    /// After the verdict: the JIT drivers' loops (the C# one), read from them running on a
+    /// server of the build's nicsim. It runs audited programs, so it says nothing of the
+    /// verdict's; make audit runs it after.
+    Jit(JitArgs),
     /// The trusted crates' public surface; with --splice, written into docs/safety.md.
     Surface {
         #[arg(long, default_value = ".")]
@@ -53,6 +60,22 @@ enum Command {
         #[arg(long)]
         splice: bool,
     },
+}
+
+#[derive(clap::Args)]
+struct JitArgs {
+    /// The repository.
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+    /// The safenic whose build the drivers' commands name (`{safenic}`).
+    #[arg(long, default_value = "target/release/safenic")]
+    safenic: PathBuf,
+    /// The nicsim the drivers run on.
+    #[arg(long, default_value = "target/release/nicsim")]
+    nicsim: PathBuf,
+    /// The x86-64 level the drivers were built for (`make`'s ISA).
+    #[arg(long, default_value = "x86-64-v3")]
+    isa: String,
 }
 
 fn run(cli: Cli) -> Result<(), String> {
@@ -69,7 +92,41 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             print(&audit::surface::listing(&items))
         }
+        Some(Command::Jit(args)) => jit(args),
         None => check(cli.check),
+    }
+}
+
+fn jit(args: JitArgs) -> Result<(), String> {
+    let drivers = audit::drivers::load(&args.root)?;
+    let mut loops = Vec::new();
+    for entry in drivers.iter().filter(|d| d.perf_map) {
+        let Some(d) = table_of(std::slice::from_ref(entry), &args.isa).pop().filter(|d| d.code == LoopCode::Jit) else {
+            return Err(format!(
+                "{}: a perf_map driver needs a main_loop and no binary (drivers/drivers.toml)",
+                entry.name
+            ));
+        };
+        let command = entry.command_words(&args.root, &args.safenic, &args.isa);
+        let cold = d.hot_loop_cold_calls.clone().unwrap_or_default();
+        let result = audit::jit_run::audit_jit_driver(&args.nicsim, &command, &d.main_loop, &cold);
+        for m in result.iter().flatten() {
+            print(&format!(
+                "{} {}: {} instructions in its loop and the methods it calls per packet\n",
+                d.label, m.mode, m.instructions
+            ))?;
+        }
+        loops.extend(jit_driver_loops(&d, &command, &result));
+    }
+    if loops.is_empty() {
+        return Err("no JIT-compiled driver (perf_map = true) in drivers/drivers.toml: nothing to audit".into());
+    }
+    print(&audit::report::driver_loops_text(&loops))?;
+    let passed = loops.iter().all(|l| l.checks() == 0 && l.error.is_none());
+    if passed {
+        print("jit audit: passed\n")
+    } else {
+        Err("jit audit failed: see the findings above".into())
     }
 }
 

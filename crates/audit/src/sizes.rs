@@ -16,7 +16,7 @@ pub enum LoopCode {
     /// level; `{mode}` is the model.
     Binary(String),
     /// JIT-compiled: only in the running driver, which its manifest `command` starts
-    /// (`safenic-jit-audit` reads it).
+    /// (`safenic-audit jit` reads it).
     Jit,
 }
 

@@ -100,9 +100,9 @@ pub fn surface(root: &Path) -> Result<Vec<Item>, String> {
     Ok(items)
 }
 
-/// rustdoc's JSON of `krate`'s library, written under `target/surface`.
+/// rustdoc's JSON of `krate`'s library, written under [`crate::NIGHTLY_TARGET`].
 fn rustdoc_json(root: &Path, krate: &str) -> Result<Value, String> {
-    let target = root.join("target/surface");
+    let target = root.join(crate::NIGHTLY_TARGET);
     let out = Command::new("cargo")
         .args(["+nightly", "rustdoc", "--quiet", "--lib", "-p", krate, "--target-dir"])
         .arg(&target)

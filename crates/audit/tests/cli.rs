@@ -12,6 +12,7 @@ fn bad_input_is_refused_in_one_line() {
     for (args, names) in [
         (&["--binary", "/nonexistent/safenic"][..], "/nonexistent/safenic"),
         (&["vet", "--root", "/nonexistent"], "/nonexistent"),
+        (&["jit", "--root", "/nonexistent"], "/nonexistent"),
         (&["--frobnicate"], "--frobnicate"),
     ] {
         let (ok, err) = audit(args);

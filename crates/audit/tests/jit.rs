@@ -8,11 +8,10 @@
 use audit::hot_paths::CheckKind;
 use audit::jit::{parse_perf_map, JitImage, LiveProcess};
 use audit::jit_loops::walk;
-use platform::Reaped;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -26,6 +25,15 @@ impl Drop for Scratch {
     }
 }
 
+/// The fixture's process, killed and reaped if the test ends before it does.
+struct Fixture(Child);
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn a_bounds_check_and_an_allocation_are_found_in_jit_code_and_a_proven_index_has_none() {
     let csharp = repository().join("drivers/csharp");
@@ -33,21 +41,22 @@ fn a_bounds_check_and_an_allocation_are_found_in_jit_code_and_a_proven_index_has
     assert!(built.success(), "building the fixture failed: run scripts/setup (it installs mono-devel and .NET Core)");
     let tmp = Scratch(Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("audit-jit-{}", std::process::id())));
     std::fs::create_dir_all(&tmp.0).unwrap();
-    let mut child = Reaped::spawn(
+    let mut child = Fixture(
         Command::new(csharp.join("build/dotnet/dotnet"))
             .arg(csharp.join("build/dotnet/audit-fixture.dll"))
             .env("COMPlus_PerfMapEnabled", "1")
             .env("TMPDIR", &tmp.0)
             .stdin(Stdio::piped())
-            .stdout(Stdio::piped()),
-    )
-    .expect("starting the fixture under .NET Core");
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting the fixture under .NET Core"),
+    );
     let mut ready = String::new();
-    BufReader::new(child.take_stdout().unwrap()).read_line(&mut ready).unwrap();
+    BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut ready).unwrap();
     assert!(ready.starts_with("ready"), "the fixture said {ready:?}");
 
-    let map = std::fs::read_to_string(tmp.0.join(format!("perf-{}.map", child.id()))).unwrap();
-    let image = JitImage::new(parse_perf_map(&map), LiveProcess::open(child.id()).unwrap());
+    let map = std::fs::read_to_string(tmp.0.join(format!("perf-{}.map", child.0.id()))).unwrap();
+    let image = JitImage::new(parse_perf_map(&map), LiveProcess::open(child.0.id()).unwrap());
     let kinds = |method: &str| -> Vec<CheckKind> {
         let w = walk(&image, method, &[]).unwrap();
         w.functions.iter().flat_map(|(_, f, _)| f.checks.iter().map(|c| c.kind)).collect()
@@ -62,7 +71,15 @@ fn a_bounds_check_and_an_allocation_are_found_in_jit_code_and_a_proven_index_has
     assert!(kinds("Checks::Allocates").contains(&CheckKind::Allocation), "{:?}", kinds("Checks::Allocates"));
     assert!(walk(&image, "Checks::Missing", &[]).is_err());
 
-    drop(child.take_stdin());
-    let out = child.wait_for_exit(Duration::from_secs(30)).unwrap();
-    assert!(out.status.success(), "{:?}", out.status);
+    // Its standard input closed, the fixture ends by itself.
+    drop(child.0.stdin.take());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        match child.0.try_wait().unwrap() {
+            Some(status) => break status,
+            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            None => panic!("the fixture did not end within 30 s of its input closing"),
+        }
+    };
+    assert!(status.success(), "{status:?}");
 }
