@@ -92,6 +92,9 @@ bench-dpdk-smoke: setup build
 # platform's tests under AddressSanitizer and ThreadSanitizer (Miri cannot run them: they map
 # files and hugepages). ThreadSanitizer needs the standard library built with it too. The DPDK
 # API's tests, l2fwd included, under AddressSanitizer (DPDK's own libraries are not instrumented).
+# A process that enables a queue confines itself, signalling each of its threads, and
+# ThreadSanitizer's own thread takes no signal: the one unit test that does (in a child of its
+# own) runs in cargo test and under AddressSanitizer, not here.
 SANITIZE_TARGET := x86_64-unknown-linux-gnu
 sanitize: setup
 	RUSTFLAGS="-Zsanitizer=address" $(CARGO) +nightly test -p platform --lib --target $(SANITIZE_TARGET) \
@@ -99,7 +102,7 @@ sanitize: setup
 	RUSTFLAGS="-Zsanitizer=address" $(CARGO) +nightly test -p dpdk --target $(SANITIZE_TARGET) \
 	  --target-dir target/sanitize-address -- --test-threads=1
 	RUSTFLAGS="-Zsanitizer=thread" $(CARGO) +nightly test -Zbuild-std -p platform --lib --target $(SANITIZE_TARGET) \
-	  --target-dir target/sanitize-thread -- --test-threads=1
+	  --target-dir target/sanitize-thread -- --test-threads=1 --skip i82599::tests::an_enable_programs
 
 # safenic-audit (crates/audit) is built apart from what it audits: a workspace of its own, from
 # its own Cargo.lock, from outside the repository (so that no cargo configuration of the
