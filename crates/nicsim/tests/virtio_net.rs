@@ -1,22 +1,30 @@
 //! nicsim's virtio-net function driven by a legacy driver written from the specification
 //! (`common/virtio_peer.rs`) in another process than the device: initialisation, the control
 //! queue, receive and transmit with the net header, checksum completion, holding frames for a
-//! slow driver, reset, FAILED, a queue taken back, and what a bad driver gets. Needs root, hugepages and /dev/fuse
-//! (`make test` sets them up); run one test at a time.
+//! slow driver (beside an 82599 port too), reset, FAILED, a queue taken back, and what a bad
+//! driver gets. Needs root, hugepages and /dev/fuse (`make test` sets them up); run one test
+//! at a time.
 
 mod common;
 
-use common::serve::{Nicsim, A};
+use common::serve::{Nicsim, A, B};
 use common::virtio_peer::{VirtioPeer, HEADER, IXY_FEATURES};
+use nicsim::peer::IxyQueue;
 use nicsim::virtio::queue::{DESC_NEXT, DESC_WRITE};
 use nicsim::virtio::{RX, TX};
 use nicsim::wire::{parse_payload, read_pcap, Captured, TrafficSpec};
+use platform::DmaBacking;
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(10);
 
 fn serve(name: &str) -> Nicsim {
-    let sim = Nicsim::start(name, &["--device", "virtio-net"]);
+    serve_devices(name, "virtio-net")
+}
+
+/// nicsim with the ports `devices` says (`--device`), once every link is up.
+fn serve_devices(name: &str, devices: &str) -> Nicsim {
+    let sim = Nicsim::start(name, &["--device", devices]);
     let deadline = Instant::now() + WAIT;
     while !sim.stats().ports.iter().all(|p| p.link_up) {
         assert!(Instant::now() < deadline, "the links did not come up");
@@ -90,6 +98,23 @@ fn frames_wait_for_a_slow_driver_and_none_is_lost() {
     let sim = serve("virtio-slow");
     let mut peer = VirtioPeer::open(&sim.devices(), A, IXY_FEATURES);
     peer.driver_ok();
+    receive_slowly_without_loss(&sim, &mut peer);
+}
+
+/// The same beside an 82599 port whose queues a driver enables after the virtio port is
+/// running: the 82599's bring-up leaves the virtio port's flow control as it was.
+#[test]
+fn frames_wait_for_a_slow_driver_beside_an_82599_port() {
+    let sim = serve_devices("virtio-slow-mixed", "virtio-net,82599");
+    let mut peer = VirtioPeer::open(&sim.devices(), A, IXY_FEATURES);
+    peer.driver_ok();
+    let ixgbe = sim.open(B);
+    ixgbe.init_ixy().unwrap();
+    let _queue = IxyQueue::new(&ixgbe, 512, DmaBacking::HugetlbfsFile(None)).unwrap();
+    receive_slowly_without_loss(&sim, &mut peer);
+}
+
+fn receive_slowly_without_loss(sim: &Nicsim, peer: &mut VirtioPeer) {
     // 5000 frames of 1000 bytes at line rate (5 MB, ten packet buffers) into 100 buffers
     // that come back only as the test returns them.
     sim.start_traffic(0, TrafficSpec { size: 1000, ..traffic(5000, None, None) }).unwrap();

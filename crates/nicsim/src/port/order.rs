@@ -65,6 +65,11 @@ impl Port {
     /// the first look saw are taken, with the values it saw, after the configuration both
     /// found; an action first seen by the second look waits for the next time.
     pub fn apply_pending_writes(&mut self) -> bool {
+        if self.virtio.is_some() || self.removed {
+            // A virtio port's 82599 registers are nobody's, and a removed card acts on no
+            // write: deriving paths from them would, for one, switch its flow control off.
+            return false;
+        }
         let mut first = std::mem::take(&mut self.first_look);
         first.clear();
         let mut i = 0;
