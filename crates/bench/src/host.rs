@@ -61,13 +61,16 @@ impl CoreStalls {
 
 /// The gaps longer than [`RECORDED_NS`] between successive reads of `now` while it runs for
 /// `run`: the recorder's loop, apart from the thread and the clock, so that it can be tested.
+/// A gap that runs past the end of the window counts up to the end: the gaps then lie inside
+/// the window, and the time they lose is never more than `run`.
 fn record_gaps(run: Duration, mut now: impl FnMut() -> Instant) -> Vec<u64> {
     let start = now();
+    let end = start + run;
     let mut last = start;
     let mut gaps = Vec::new();
     loop {
         let t = now();
-        let gap = t.duration_since(last).as_nanos() as u64;
+        let gap = t.min(end).saturating_duration_since(last).as_nanos() as u64;
         if gap > RECORDED_NS {
             if gaps.len() == MAX_GAPS {
                 // Keep the longest: drop the shortest kept so far if this one is longer.
@@ -152,6 +155,21 @@ mod tests {
         });
         assert_eq!(gaps, [5_000_000, 50_000]);
         assert!((10_000_000..10_100_000).contains(&t), "stopped after 10 ms of clock: {t}");
+    }
+
+    #[test]
+    fn a_stall_across_the_end_of_the_window_counts_up_to_it() {
+        // 10 ms of reads 1 µs apart, then the core is taken away for 75 ms of a 50 ms window.
+        let origin = Instant::now();
+        let mut t = 0u64;
+        let gaps = record_gaps(Duration::from_millis(50), || {
+            t += if t == 10_000_000 { 75_000_000 } else { 1_000 };
+            origin + Duration::from_nanos(t)
+        });
+        // The first read is at 1 µs, so the window ends at 50.001 ms.
+        assert_eq!(gaps, [40_001_000]);
+        let s = CoreStalls::of(0, 0.05, &gaps);
+        assert!((s.lost_fraction - 0.800_02).abs() < 1e-9, "{s:?}");
     }
 
     #[test]
