@@ -88,6 +88,13 @@ impl Port {
             pending.push(i + k);
             i += k + 1;
         }
+        let ctrl = CTRL as usize / 4;
+        let reset_seen = first.iter().find(|&&(j, v)| j == ctrl && v & (CTRL_RST | CTRL_LNK_RST) != 0);
+        if let Some(&(_, value)) = reset_seen {
+            let written = pending.iter().filter(|&&j| j != ctrl).map(|&j| (j, self.bar.read_u32(j * 4))).collect();
+            (self.pending, self.first_look) = (pending, first);
+            return self.reset_before(value, written);
+        }
         self.applying_pending = true;
         let reset = self.apply_phase(Phase::Disable, &pending)
             || self.apply_phase(Phase::Configure, &pending)
@@ -97,6 +104,24 @@ impl Port {
         self.first_look = first;
         self.refresh_paths();
         reset
+    }
+
+    /// Takes the reset that CTRL `value` asks for before the other writes found with it
+    /// (`written`, dword and value), which then apply as made after it. A driver resets before
+    /// it configures [DS 4.6.3], right after waiting for the device to stop mastering [DS
+    /// 5.2.5.3.2], so nicsim had seen what came before the reset; one that sleeps after it
+    /// instead of polling for CTRL.RST to clear (TinyNF: 11 ms) configures in that sleep, and
+    /// an engine kept off its core that long finds the reset and the configuration together.
+    fn reset_before(&mut self, value: u32, written: Vec<(usize, u32)>) -> bool {
+        self.applying_pending = true;
+        self.apply_dword(CTRL as usize / 4, value);
+        self.applying_pending = false;
+        for (j, v) in written {
+            // The reset value is in the BAR now, unless the driver has written the register again.
+            let _ = self.bar.compare_exchange_u32(j * 4, self.shadow[j], v);
+        }
+        self.apply_pending_writes();
+        true
     }
 
     /// Applies, in address order, each of the `pending` dwords whose write is of `phase`
