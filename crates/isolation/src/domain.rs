@@ -1,7 +1,7 @@
 //! The one API over every backend: make a domain, call into it, get a result or a violation.
 
 use crate::config::{Backend, Config};
-use crate::executor::Executor;
+use crate::executor::{Executor, Waits};
 use crate::frame::{run, Crossing, Entry, Io, ARGS_MAX, RESULT_MAX};
 use crate::region::IoArea;
 use crate::violation::{SetupError, Violation, ViolationKind};
@@ -34,6 +34,11 @@ impl Domain {
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// How the caller has waited for answers (the process backend's; zero for the others).
+    pub fn waits(&self) -> Waits {
+        self.executor.waits()
     }
 
     /// How many times the domain has been discarded and re-created.

@@ -60,6 +60,7 @@ pub mod cases;
 pub use config::{Backend, BackendChoice, Config};
 pub use direct::Direct;
 pub use domain::{Domain, Reply};
+pub use executor::Waits;
 pub use frame::{Crossing, Io};
 pub use library::{Library, MAX_SYMBOLS};
 pub use violation::{SetupError, Violation, ViolationKind};

@@ -4,7 +4,7 @@
 //! and embedded libraries arrive as the trusted process's and are moved by the difference
 //! between the two processes' load addresses of one anchor: same file, same offsets.
 
-use super::control::{publish, wait_change, Control, CONTROL_BYTES};
+use super::control::{publish, wait_change, Control, Cpus, CONTROL_BYTES};
 use crate::frame::{case_id, Binding, Entry, Frame, Invocation, RESULT_MAX};
 use crate::library::MAX_SYMBOLS;
 use crate::library::{Library, Loaded, Namespace, Prepared, Source};
@@ -134,11 +134,16 @@ fn serve(spec: &str) -> Result<Never, String> {
             return Err(message);
         }
     };
+    let cpus = || Cpus { mine: &control.helper_cpu.0, theirs: &control.caller_cpu.0 };
+    // Before the first request: a caller on this CPU then knows not to poll for the answer.
+    cpus().note();
     publish(&control.ready.0, 1, &control.caller_sleeps.0);
 
     let mut last = 0;
     loop {
-        let Some(request) = wait_change(&control.request.0, last, &control.helper_sleeps.0, spin, None, &mut || false)
+        let cpus = cpus();
+        let Some(request) =
+            wait_change(&control.request.0, last, &control.helper_sleeps.0, cpus, spin, None, &mut || false)
         else {
             continue;
         };

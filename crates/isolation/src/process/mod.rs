@@ -9,12 +9,12 @@ mod helper;
 mod seccomp;
 
 use crate::config::Config;
-use crate::executor::Executor;
+use crate::executor::{Executor, Waits};
 use crate::frame::Entry;
 use crate::library::memfd_with;
 use crate::region::{io_bytes, IoArea, Mapping};
 use crate::violation::{SetupError, ViolationKind};
-use control::{publish, wait_change, Control, CONTROL_BYTES};
+use control::{publish, wait_change, Control, Cpus, Waited, CONTROL_BYTES};
 use helper::{Spec, ENVIRONMENT};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
@@ -37,6 +37,7 @@ pub(crate) struct ProcessDomain {
     caller_spin_limit: Duration,
     /// How long the caller waited for the previous answer (control.rs's `Change::waited`).
     last_wait: Duration,
+    waits: Waits,
     timeout: Option<Duration>,
 }
 
@@ -77,6 +78,7 @@ impl ProcessDomain {
             spin: config.spin,
             caller_spin_limit: config.caller_spin_limit,
             last_wait: Duration::ZERO,
+            waits: Waits::default(),
             timeout: config.timeout,
         };
         domain.start()?;
@@ -112,10 +114,15 @@ impl ProcessDomain {
         let mut child = command.spawn().map_err(|e| SetupError(format!("starting the helper process: {e}")))?;
         let deadline = Instant::now() + START_TIMEOUT;
         let control = self.control();
-        let ready =
-            wait_change(&control.ready.0, 0, &control.caller_sleeps.0, Duration::ZERO, Some(LIVENESS), &mut || {
-                Instant::now() > deadline || matches!(child.try_wait(), Ok(Some(_)))
-            });
+        let ready = wait_change(
+            &control.ready.0,
+            0,
+            &control.caller_sleeps.0,
+            caller_cpus(control),
+            Duration::ZERO,
+            Some(LIVENESS),
+            &mut || Instant::now() > deadline || matches!(child.try_wait(), Ok(Some(_))),
+        );
         match ready.map(|c| c.value) {
             Some(1) => {
                 self.helper = Some(child);
@@ -141,6 +148,10 @@ impl ProcessDomain {
 /// while it polls, without a futex wake-up, which on a VM can cost 7–130 µs (docs/isolation.md).
 fn caller_spin(last_wait: Duration, spin: Duration, limit: Duration) -> Duration {
     (last_wait * 2).clamp(spin, limit.max(spin))
+}
+
+fn caller_cpus(control: &Control) -> Cpus<'_> {
+    Cpus { mine: &control.caller_cpu.0, theirs: &control.helper_cpu.0 }
 }
 
 /// The control page at the start of a shared mapping. 'static because the mapping outlives
@@ -175,6 +186,10 @@ impl Executor for ProcessDomain {
         self.area
     }
 
+    fn waits(&self) -> Waits {
+        self.waits
+    }
+
     fn execute(&mut self, _entry: Entry) -> Result<(), ViolationKind> {
         if self.helper.is_none() && self.start().is_err() {
             return Err(ViolationKind::Died { signal: None, status: None });
@@ -191,6 +206,7 @@ impl Executor for ProcessDomain {
             &control.response.0,
             previous,
             &control.caller_sleeps.0,
+            caller_cpus(control),
             caller_spin(self.last_wait, self.spin, self.caller_spin_limit),
             Some(LIVENESS),
             &mut || {
@@ -207,6 +223,11 @@ impl Executor for ProcessDomain {
         );
         if let Some(change) = &answer {
             self.last_wait = change.waited;
+            match change.how {
+                Waited::Polling => self.waits.polling += 1,
+                Waited::SleptAfterSpin => self.waits.slept_after_spin += 1,
+                Waited::GaveWay => self.waits.gave_way += 1,
+            }
         }
         match answer.map(|c| c.value) {
             Some(s) if s == sequence => Ok(()),

@@ -20,7 +20,7 @@ pub(crate) enum Stage {
 }
 
 /// Allowed without looking at arguments.
-const ALLOWED: [i64; 15] = [
+const ALLOWED: [i64; 16] = [
     libc::SYS_futex,
     libc::SYS_exit,
     libc::SYS_exit_group,
@@ -36,6 +36,7 @@ const ALLOWED: [i64; 15] = [
     libc::SYS_getpid,
     libc::SYS_gettid,
     libc::SYS_sched_yield,
+    libc::SYS_getcpu,
 ];
 
 /// What the loader needs besides, while the library is loaded: to open (read-only), read, map
