@@ -1,8 +1,7 @@
 //! The EAL arguments this API passes on: an allowlist, so that no argument makes EAL load,
 //! map or run something the program did not link [DPDK 22.11, "EAL parameters"]. Refused,
 //! among others: `-d` (a driver shared object or a directory of them), `--proc-type` (a
-//! secondary process maps another process's memory), `--vfio-vf-token`, `--base-virtaddr`,
-//! `--create-uio-dev`, `--trace*`, `--huge-dir`, `--mbuf-pool-ops-name`, and a virtual device
+//! secondary process maps another process's memory), `--vfio-vf-token`, `--create-uio-dev`, `--trace*`, `--huge-dir`, `--mbuf-pool-ops-name`, and a virtual device
 //! that is not one of [`VIRTUAL_DEVICES`] (vhost-user, memif and virtio-user share memory with
 //! another process).
 //!
@@ -14,7 +13,7 @@ use crate::error::Error;
 
 /// Every EAL option this API passes on, and whether it takes a value (`-l 0-1`, `-l0-1`,
 /// `--lcores=0-1`).
-pub const ALLOWED_EAL_OPTIONS: [(&str, bool); 22] = [
+pub const ALLOWED_EAL_OPTIONS: [(&str, bool); 23] = [
     ("-l", true),
     ("--lcores", true),
     ("-c", true),
@@ -36,6 +35,9 @@ pub const ALLOWED_EAL_OPTIONS: [(&str, bool); 22] = [
     ("--no-telemetry", false),
     ("--no-hpet", false),
     ("--legacy-mem", false),
+    // A primary process takes the address as a hint: it reserves memory there only if nothing
+    // is mapped, and elsewhere otherwise (eal_get_virtual_area); valgrind needs it.
+    ("--base-virtaddr", true),
     ("-v", false),
 ];
 
@@ -113,6 +115,7 @@ mod tests {
             &["l2fwd", "-l", "0", "--no-pci", "--no-huge", "-m", "512", "--no-shconf", "--vdev", "net_null0"][..],
             &["l2fwd", "-l0-1", "-n", "1", "--in-memory", "-a", "0000:5e:00.0", "--", "-p", "3", "-d", "x"],
             &["t", "--vdev=net_pcap0,rx_pcap=/tmp/a.pcap", "--log-level=lib.eal:error", "--vdev", "net_ring1"],
+            &["t", "--base-virtaddr", "0x2000000000", "-m", "256"],
         ] {
             vet(&args(ok)).unwrap_or_else(|e| panic!("{ok:?}: {e}"));
         }
@@ -130,7 +133,6 @@ mod tests {
             &["p", "--vdev=virtio_user0,path=/dev/vhost-net"],
             &["p", "--trace=.*"],
             &["p", "--huge-dir", "/tmp"],
-            &["p", "--base-virtaddr", "0x1000"],
             &["p", "--create-uio-dev"],
             &["p", "stray"],
             &["p", "-l"],
