@@ -42,6 +42,10 @@ pub enum Request {
     /// Plug a port's cable in (`up`: link setup starts) or pull it (the link goes down now);
     /// on a cabled port both ends: answers [`Done`].
     Link { port: usize, up: bool },
+    /// A driver's 32-bit store to `offset` of a port's BAR0, taken now as the card takes a
+    /// posted write (whatever it does, a reset or an I2C clock edge, is done): answers
+    /// [`Done`]. `nicsim exec` serves the stores to BAR0's first page through it.
+    WriteRegister { port: usize, offset: u32, value: u32 },
     /// Surprise-remove a port: its BAR0 and configuration space read all-ones from now on,
     /// and its generator stops: answers [`Done`].
     Remove { port: usize },

@@ -471,6 +471,11 @@ impl<D: DmaSpace> Engine<D> {
                 }
                 Ok(Reply::Done(Done {}))
             }
+            Request::WriteRegister { port, offset, value } => {
+                let i = self.port_index(port)?;
+                self.ports[i].write_register_now(offset, value)?;
+                Ok(Reply::Done(Done {}))
+            }
             Request::Remove { port } => {
                 let i = self.port_index(port)?;
                 self.wires[i].generator.stop();

@@ -532,7 +532,7 @@ fn exec(root: &Path, uio: bool, command: &[String]) -> Result<(), String> {
     let mut cmd = std::process::Command::new(&command[0]);
     cmd.args(&command[1..]);
     if !trapped.is_empty() {
-        let code = nicsim::exec::run_trapping_bars(platform::process::die_with_parent(&mut cmd), &trapped)?;
+        let code = nicsim::exec::run_trapping_bars(platform::process::die_with_parent(&mut cmd), &trapped, root)?;
         print_own_counts(root);
         std::process::exit(code);
     }

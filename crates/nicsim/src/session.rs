@@ -125,6 +125,12 @@ impl Session {
         self.call::<Done>(Request::SetRate { port, rate_pps }).map(drop)
     }
 
+    /// A driver's store of `value` to `offset` of `port`'s BAR0, done by the device before
+    /// this returns ([`Request::WriteRegister`]).
+    pub fn write_register(&self, port: usize, offset: u32, value: u32) -> Result<(), String> {
+        self.call::<Done>(Request::WriteRegister { port, offset, value }).map(drop)
+    }
+
     pub fn pause_tx(&self, port: usize, paused: bool) -> Result<(), String> {
         self.call::<Done>(Request::PauseTx { port, paused }).map(drop)
     }

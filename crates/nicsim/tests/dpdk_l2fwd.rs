@@ -5,9 +5,9 @@
 //! The verdict does not depend on the host: frames are sent in rounds of [`ROUND`] per port,
 //! the next round only once the sinks have the last, so no ring can ever hold more than a
 //! round and neither l2fwd (which drops what a full ring does not take, as DPDK's does) nor
-//! the device can drop one, however the cores are shared. Only DPDK's port start has a
-//! deadline nicsim cannot promise on a shared core (10 µs for a reset, docs/dpdk.md); a start
-//! that misses it is retried, at most `common::serve::START_ATTEMPTS` times.
+//! the device can drop one, however the cores are shared. DPDK's port start has deadlines of
+//! microseconds (10 µs for a reset, docs/dpdk.md): `nicsim exec` serves the registers they are
+//! on access by access, so they are met on a shared core.
 
 mod common;
 

@@ -5,8 +5,8 @@
 //!
 //! The verdict does not depend on the host: flow control holds the generators whenever
 //! testpmd falls behind (no frame is missed), and testpmd retries a full transmit ring instead
-//! of dropping. Only DPDK's port start has a deadline nicsim cannot promise on a shared core
-//! (10 µs for a reset); a start that misses it is retried, at most `common::serve::START_ATTEMPTS` times.
+//! of dropping. DPDK's port start has deadlines of microseconds (10 µs for a reset): `nicsim
+//! exec` serves the registers they are on access by access, so they are met on a shared core.
 
 mod common;
 

@@ -212,6 +212,53 @@ impl Traced {
         check(unsafe { libc::ptrace(libc::PTRACE_SYSCALL, tid, 0, 0) }).map(drop)
     }
 
+    /// Has thread `tid`, stopped at a system call's exit ([`Stop::SyscallExit`]), make system
+    /// call `nr` with `args` before it goes on, and returns that call's result; the thread is
+    /// then stopped with its registers as they were, and resumed by the caller as before. The
+    /// call runs in the traced process, on its own memory, as if its code had made it.
+    pub fn inject_syscall(&self, tid: u32, nr: i64, args: [u64; 6]) -> io::Result<i64> {
+        let saved = self.registers(tid)?;
+        let mut regs = saved;
+        // At a system call's exit the thread is past its 2-byte `syscall` instruction: back
+        // onto it, with the call's number and arguments in their registers.
+        regs.rip = saved.rip.wrapping_sub(2);
+        regs.gp[0] = nr as u64;
+        regs.syscall = nr as u64;
+        for (n, a) in args.into_iter().enumerate() {
+            regs.set_syscall_arg(n, a);
+        }
+        self.set_registers(tid, &regs)?;
+        // Its entry, then its exit; a call the seccomp filter traces stops in between too.
+        let mut syscall_stops = 0;
+        while syscall_stops < 2 {
+            if self.to_next_stop(tid)? {
+                syscall_stops += 1;
+            }
+        }
+        let ret = self.registers(tid)?.gp[0] as i64;
+        self.set_registers(tid, &saved)?;
+        Ok(ret)
+    }
+
+    /// Resumes thread `tid` until its next stop inside a system call: true at its entry or
+    /// exit, false at the seccomp filter's stop.
+    fn to_next_stop(&self, tid: u32) -> io::Result<bool> {
+        self.resume_to_syscall_exit(tid)?;
+        let mut status = 0;
+        // SAFETY: waitpid writes one int to `status`, which lives across the call.
+        check(unsafe { libc::waitpid(tid as i32, &mut status, libc::__WALL) } as libc::c_long)?;
+        let stopped = libc::WIFSTOPPED(status);
+        if stopped && libc::WSTOPSIG(status) == libc::SIGTRAP | 0x80 {
+            return Ok(true);
+        }
+        if stopped && libc::WSTOPSIG(status) == libc::SIGTRAP && status >> 16 == libc::PTRACE_EVENT_SECCOMP {
+            return Ok(false);
+        }
+        Err(io::Error::other(format!(
+            "thread {tid} stopped otherwise (status {status:#x}) during an injected system call"
+        )))
+    }
+
     /// The registers of stopped thread `tid`.
     pub fn registers(&self, tid: u32) -> io::Result<Registers> {
         // SAFETY: user_regs_struct is plain data valid when zeroed.
@@ -238,7 +285,7 @@ impl Traced {
 /// The x86-64 Linux numbers a tracer works with: system calls, signals, `mmap` flags.
 pub mod linux {
     pub use libc::{
-        SYS_mmap, SYS_munmap, ESRCH, MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_PRIVATE, PROT_NONE, SIGKILL,
-        SIGSEGV, SIGSTOP, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU,
+        SYS_mmap, SYS_munmap, ESRCH, MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_PRIVATE, MAP_SHARED, PROT_NONE,
+        SIGKILL, SIGSEGV, SIGSTOP, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU,
     };
 }

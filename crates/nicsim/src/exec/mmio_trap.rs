@@ -7,8 +7,17 @@
 //! `pread`/`pwrite` on the BAR's file (which acts on it, docs/nicsim.md), writes the result
 //! into the register and steps past it. Only `mmap` and `munmap` stop the command (a seccomp
 //! filter); everything else runs at full speed.
+//!
+//! An 82599's BAR0 has its first page served so: CTRL, STATUS, EEC, EERD, I2CCTL and the
+//! interrupt registers, which drivers poll within microseconds of a write (DPDK reads CTRL.RST
+//! back 10 times a microsecond apart after a reset [DS 4.6.3.2], and bit-bangs the SFP+
+//! module's I2C bus). A store there is taken by the device before the instruction completes
+//! ([`Session::write_register`]), so the answer is there whenever nicsim's engine ran; the
+//! rest of the BAR (the tails, every data-path register) stays the shared file, mapped as
+//! the driver asked.
 
 use super::x86::{self, Access, Source};
+use crate::session::Session;
 use platform::process::tgid;
 use platform::trace::{linux, Stop, Traced};
 use std::collections::HashMap;
@@ -17,12 +26,42 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// How much of a BAR's mapping is served access by access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// All of it, through the BAR's file, whose reads and writes act (virtio's, served by FUSE).
+    Whole,
+    /// Its first page, port `port`'s 82599 control registers: stores through the engine.
+    FirstPage { port: usize },
+}
+
+/// A BAR whose mappings are served, wholly or in part, access by access.
+#[derive(Debug, Clone)]
+pub struct TrappedBar {
+    pub path: PathBuf,
+    pub served: Served,
+}
+
+const PAGE: u64 = 4096;
+
 /// A BAR whose mappings are served access by access.
 struct Bar {
     path: PathBuf,
     file: File,
+    served: Served,
     /// (device, inode), to recognise the file behind a descriptor of the command.
     id: (u64, u64),
+}
+
+/// An `mmap` of a BAR under way in one thread.
+#[derive(Clone, Copy)]
+struct PendingMap {
+    bar: usize,
+    offset: u64,
+    len: u64,
+    /// What the command asked for, to map the part that is not served after the call.
+    prot: u64,
+    fd: u64,
 }
 
 /// A trapped mapping in one process of the command.
@@ -39,9 +78,10 @@ struct Mapping {
 /// `mmap` and `munmap` (x86-64).
 const TRACED_SYSCALLS: [i64; 2] = [linux::SYS_mmap, linux::SYS_munmap];
 
-/// Runs `command` with its mappings of `bars` served access by access; returns its exit code
-/// (128 + the signal that ended it). SIGINT and SIGTERM to this process are passed on once.
-pub fn run_trapping_bars(command: &mut Command, bars: &[PathBuf]) -> Result<i32, String> {
+/// Runs `command` with its mappings of `bars` served access by access, the first pages of
+/// 82599 BARs through the nicsim serving `root`; returns its exit code (128 + the signal that
+/// ended it). SIGINT and SIGTERM to this process are passed on once.
+pub fn run_trapping_bars(command: &mut Command, bars: &[TrappedBar], root: &Path) -> Result<i32, String> {
     let program = command.get_program().to_string_lossy().into_owned();
     let mut traced = Traced::spawn(command, &TRACED_SYSCALLS).map_err(|e| {
         format!("cannot run {program} under ptrace: {e} (is it installed and on PATH, and ptrace allowed?)")
@@ -49,11 +89,12 @@ pub fn run_trapping_bars(command: &mut Command, bars: &[PathBuf]) -> Result<i32,
     // Opened once the command runs, so that nicsim counts these accesses as the command's.
     let bars = bars
         .iter()
-        .map(|path| {
+        .map(|b| {
+            let path = &b.path;
             let file =
                 File::options().read(true).write(true).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
             let m = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?;
-            Ok(Bar { path: path.clone(), file, id: (m.dev(), m.ino()) })
+            Ok(Bar { path: path.clone(), file, served: b.served, id: (m.dev(), m.ino()) })
         })
         .collect::<Result<Vec<_>, String>>();
     let bars = match bars {
@@ -63,7 +104,7 @@ pub fn run_trapping_bars(command: &mut Command, bars: &[PathBuf]) -> Result<i32,
             return Err(e);
         }
     };
-    let mut trap = Trap { bars, mappings: Vec::new(), pending: HashMap::new() };
+    let mut trap = Trap { bars, mappings: Vec::new(), pending: HashMap::new(), session: Session::connect(root) };
     let mut forwarded = false;
     loop {
         let stop = traced.next_stop().map_err(|e| format!("tracing {program}: {e}"))?;
@@ -87,7 +128,7 @@ pub fn run_trapping_bars(command: &mut Command, bars: &[PathBuf]) -> Result<i32,
             Stop::Signal { tid, signal } => traced.resume(tid, signal),
             Stop::SyscallEntry { tid } => trap.syscall_entry(&traced, tid),
             Stop::SyscallExit { tid, ret } => {
-                trap.syscall_exit(tid, ret);
+                trap.syscall_exit(&traced, tid, ret);
                 traced.resume(tid, 0)
             }
             Stop::Fault { tid, addr } => match trap.serve(&traced, tid, addr) {
@@ -111,8 +152,10 @@ pub fn run_trapping_bars(command: &mut Command, bars: &[PathBuf]) -> Result<i32,
 struct Trap {
     bars: Vec<Bar>,
     mappings: Vec<Mapping>,
-    /// Threads inside an `mmap` of a BAR: which BAR, where in it, how long.
-    pending: HashMap<u32, (usize, u64, u64)>,
+    /// Threads inside an `mmap` of a BAR.
+    pending: HashMap<u32, PendingMap>,
+    /// The nicsim whose engine takes the stores to an 82599's first page.
+    session: Session,
 }
 
 impl Trap {
@@ -132,7 +175,11 @@ impl Trap {
             return traced.resume(tid, 0);
         }
         let Some(bar) = self.bar_behind(tid, args[4] as i32) else { return traced.resume(tid, 0) };
-        self.pending.insert(tid, (bar, args[5], args[1]));
+        if matches!(self.bars[bar].served, Served::FirstPage { .. }) && args[5] >= PAGE {
+            // The first page is not in this mapping: nothing of it is served.
+            return traced.resume(tid, 0);
+        }
+        self.pending.insert(tid, PendingMap { bar, offset: args[5], len: args[1], prot: args[2], fd: args[4] });
         let placement = args[3] & (linux::MAP_FIXED | linux::MAP_FIXED_NOREPLACE) as u64;
         regs.set_syscall_arg(2, linux::PROT_NONE as u64);
         regs.set_syscall_arg(3, (linux::MAP_PRIVATE | linux::MAP_ANONYMOUS) as u64 | placement);
@@ -142,12 +189,29 @@ impl Trap {
         traced.resume_to_syscall_exit(tid)
     }
 
-    fn syscall_exit(&mut self, tid: u32, ret: i64) {
-        let Some((bar, offset, len)) = self.pending.remove(&tid) else { return };
+    /// After the `mmap` of a BAR: note what is served; for an 82599's BAR0, map the pages after
+    /// the first one as the command asked, over the inaccessible memory.
+    fn syscall_exit(&mut self, traced: &Traced, tid: u32, ret: i64) {
+        let Some(p) = self.pending.remove(&tid) else { return };
         // -4095..-1 are errors [syscall(2)].
-        if !(-4095..0).contains(&ret) {
-            self.mappings.push(Mapping { tgid: tgid(tid), start: ret as u64, len, bar, offset });
+        if (-4095..0).contains(&ret) {
+            return;
         }
+        let start = ret as u64;
+        let mut len = p.len;
+        if matches!(self.bars[p.bar].served, Served::FirstPage { .. }) && p.len > PAGE {
+            let flags = (linux::MAP_SHARED | linux::MAP_FIXED) as u64;
+            let args = [start + PAGE, p.len - PAGE, p.prot, flags, p.fd, p.offset + PAGE];
+            match traced.inject_syscall(tid, linux::SYS_mmap, args) {
+                Ok(r) if r as u64 == start + PAGE => len = PAGE,
+                // Left inaccessible, the whole mapping is served: slower, the same answers.
+                Ok(r) => {
+                    eprintln!("nicsim exec: mapping the rest of {}: error {}", self.bars[p.bar].path.display(), -r)
+                }
+                Err(e) => eprintln!("nicsim exec: mapping the rest of {}: {e}", self.bars[p.bar].path.display()),
+            }
+        }
+        self.mappings.push(Mapping { tgid: tgid(tid), start, len, bar: p.bar, offset: p.offset });
     }
 
     /// Performs the access at `addr` if it lies in a trapped mapping: `Ok(false)` if not (a
@@ -183,7 +247,19 @@ impl Trap {
                     Source::Register(r) => x86::register_value(&regs.gp, r),
                     Source::Immediate(v) => v,
                 };
-                bar.file.write_all_at(&v.to_le_bytes()[..size], offset).map_err(failed)?;
+                let through_engine = match bar.served {
+                    Served::FirstPage { port } if size == 4 && offset % 4 == 0 => {
+                        let taken = self.session.write_register(port, offset as u32, v as u32);
+                        if let Err(e) = &taken {
+                            eprintln!("nicsim exec: {} at {offset:#x}: {e}; written to the file", bar.path.display());
+                        }
+                        taken.is_ok()
+                    }
+                    _ => false,
+                };
+                if !through_engine {
+                    bar.file.write_all_at(&v.to_le_bytes()[..size], offset).map_err(failed)?;
+                }
             }
             Access::Load { size, reg, into } => {
                 let mut raw = [0u8; 8];

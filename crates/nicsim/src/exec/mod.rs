@@ -11,7 +11,8 @@
 /// still set after its 10 µs poll, at probe (`ixgbe_init_hw`: IXGBE_ERR_RESET_FAILED, -15) or at
 /// port start; or an SFP+ identification misread because the bit-banged I2C bus was not
 /// answered within the microseconds a clock phase lasts (IXGBE_ERR_SFP_NOT_SUPPORTED, -19).
-/// Starting DPDK again is the remedy, as on a card that missed a deadline.
+/// Under `nicsim exec` those registers are served access by access ([`run_trapping_bars`]),
+/// so this names a failure that should no longer happen.
 pub fn dpdk_missed_a_deadline(log: &str) -> bool {
     [
         "Hardware Initialization Failure: -15",
@@ -26,7 +27,7 @@ mod mmio_trap;
 pub mod x86;
 
 use crate::sysfs;
-pub use mmio_trap::run_trapping_bars;
+pub use mmio_trap::{run_trapping_bars, Served, TrappedBar};
 use std::path::{Path, PathBuf};
 
 /// Where ixy and its ports expect a hugetlbfs mount.
@@ -70,13 +71,16 @@ pub fn enter(root: &Path, uio: bool) -> Result<(), String> {
 }
 
 /// The BARs under `root` that a driver may map but that must be served access by access
-/// ([`run_trapping_bars`]): the modern interface's BAR4 (`resource4`) of every virtio function.
-pub fn trapped_bars(root: &Path) -> Vec<PathBuf> {
-    let vendor = format!("{:#06x}", crate::virtio::VENDOR_VIRTIO);
+/// ([`run_trapping_bars`]): the modern interface's BAR4 (`resource4`) of every virtio function,
+/// and the first page of every 82599's BAR0 (`resource0`).
+pub fn trapped_bars(root: &Path) -> Vec<TrappedBar> {
+    let virtio = format!("{:#06x}", crate::virtio::VENDOR_VIRTIO);
     (0..)
-        .map(|n| root.join("devices").join(sysfs::port_address(n)))
-        .take_while(|dir| dir.is_dir())
-        .filter(|dir| std::fs::read_to_string(dir.join("vendor")).is_ok_and(|v| v.trim() == vendor))
-        .map(|dir| dir.join("resource4"))
+        .map(|n| (n, root.join("devices").join(sysfs::port_address(n))))
+        .take_while(|(_, dir)| dir.is_dir())
+        .map(|(port, dir)| match std::fs::read_to_string(dir.join("vendor")) {
+            Ok(v) if v.trim() == virtio => TrappedBar { path: dir.join("resource4"), served: Served::Whole },
+            _ => TrappedBar { path: dir.join("resource0"), served: Served::FirstPage { port } },
+        })
         .collect()
 }

@@ -207,6 +207,21 @@ impl Port {
         }
     }
 
+    /// A driver's store of `value` to `offset`, taken at once: stored in BAR0 and applied with
+    /// every write still pending, as the next look would, but before the store returns to a
+    /// driver whose accesses to it are served one by one (`nicsim exec`).
+    pub fn write_register_now(&mut self, offset: u32, value: u32) -> Result<(), String> {
+        if offset % 4 != 0 || offset as usize >= BAR0_LEN {
+            return Err(format!("register offset {offset:#x} is not a dword of BAR0 (0..{BAR0_LEN:#x})"));
+        }
+        if self.virtio.is_some() || self.removed {
+            return Err(format!("port {} has no 82599 registers to write", self.index));
+        }
+        self.bar.write_u32(offset as usize, value);
+        self.apply_if_changed(offset);
+        Ok(())
+    }
+
     /// Applies the register at `offset` if the driver changed it since the last look; true if
     /// it had.
     #[inline(always)]
