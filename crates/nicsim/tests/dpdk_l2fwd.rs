@@ -40,8 +40,8 @@ use nicsim::exec::dpdk_missed_a_deadline as missed_reset_poll;
 
 /// `binary` under `nicsim exec --uio`, forwarding between both ports, and its log's path;
 /// `Err` with the log when DPDK gave up on a port after its reset poll.
-fn start_l2fwd(sim: &Nicsim, binary: &Path, attempt: u32) -> Result<(Reaped, PathBuf), String> {
-    let log_path = sim.scratch_file(&format!("l2fwd-{attempt}.log"));
+fn start_l2fwd(sim: &Nicsim, binary: &Path) -> Result<(Reaped, PathBuf), String> {
+    let log_path = sim.scratch_file("l2fwd.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let root = sim.root.to_str().unwrap().to_string();
     let mut run = Reaped::spawn(
@@ -72,7 +72,7 @@ fn start_l2fwd(sim: &Nicsim, binary: &Path, attempt: u32) -> Result<(Reaped, Pat
 /// Runs `binary` on nicsim's two ports and checks every frame arrived once, in order.
 fn forwards_every_frame_once(binary: &Path, name: &str) -> String {
     let sim = Nicsim::start(name, &[]);
-    let (run, log_path) = start_dpdk(name, |attempt| start_l2fwd(&sim, binary, attempt));
+    let (run, log_path) = start_dpdk(name, || start_l2fwd(&sim, binary));
     let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     if let Err(e) = sim.wait_ports_up(Duration::from_secs(30), || Ok(())) {
         panic!("{e}; {name}'s log:\n{}", read_log());

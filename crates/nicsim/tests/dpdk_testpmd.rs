@@ -44,10 +44,10 @@ use nicsim::exec::dpdk_missed_a_deadline as missed_reset_poll;
 
 /// testpmd, forwarding, and the path of its log; `Err` with the log when DPDK gave up on a
 /// port after its reset poll ([`missed_reset_poll`]).
-fn start_testpmd(sim: &Nicsim, attempt: u32, script: &str) -> Result<(Reaped, std::path::PathBuf), String> {
+fn start_testpmd(sim: &Nicsim, script: &str) -> Result<(Reaped, std::path::PathBuf), String> {
     let commands = sim.scratch_file("testpmd.cmd");
     std::fs::write(&commands, script).unwrap();
-    let log_path = sim.scratch_file(&format!("testpmd-{attempt}.log"));
+    let log_path = sim.scratch_file("testpmd.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let root = sim.root.to_str().unwrap().to_string();
     let mut run = Reaped::spawn(
@@ -98,7 +98,7 @@ fn testpmd_forwards_every_frame_exactly_once_on_virtio_net() {
 /// Runs testpmd with `script` on `sim`'s two ports, sends FRAMES each way, checks that each
 /// arrived exactly once, and returns testpmd's log.
 fn forward_every_frame_exactly_once(sim: &Nicsim, script: &str) -> String {
-    let (mut run, log_path) = start_dpdk("testpmd", |attempt| start_testpmd(sim, attempt, script));
+    let (mut run, log_path) = start_dpdk("testpmd", || start_testpmd(sim, script));
     let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     if let Err(e) = sim.wait_ports_up(Duration::from_secs(30), || Ok(())) {
         panic!("{e}; testpmd's log:\n{}", read_log());

@@ -76,10 +76,10 @@ impl Drop for Nicsim {
     }
 }
 
-/// Starts a DPDK application: `start(1)`, whose `Err` carries the log of a run in which DPDK
+/// Starts a DPDK application: `start()`, whose `Err` carries the log of a run in which DPDK
 /// gave up on a port because a register answered later than the card's would (its 10 µs
 /// CTRL.RST poll, an I2C clock phase). `nicsim exec` serves those registers access by access,
 /// whatever the host does (tests/exec_trap.rs), so that fails the test.
-pub fn start_dpdk<T>(name: &str, mut start: impl FnMut(u32) -> Result<T, String>) -> T {
-    start(1).unwrap_or_else(|log| panic!("{name}: DPDK gave up on a port that nicsim answered too late:\n{log}"))
+pub fn start_dpdk<T>(name: &str, start: impl FnOnce() -> Result<T, String>) -> T {
+    start().unwrap_or_else(|log| panic!("{name}: DPDK gave up on a port that nicsim answered too late:\n{log}"))
 }
