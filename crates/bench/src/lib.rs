@@ -128,6 +128,12 @@ impl Harness {
         self.sim.stats()
     }
 
+    /// Where callgrind writes the profile of process `pid` (`%p` for callgrind's own pattern),
+    /// in the session's scratch directory.
+    fn profile_of(&self, pid: &str) -> std::path::PathBuf {
+        self.sim.root().with_file_name(format!("callgrind.out.{pid}"))
+    }
+
     fn start_traffic(&self) -> Result<(), String> {
         (0..2).try_for_each(|port| self.sim.start_traffic(port, TrafficSpec::default()))
     }
@@ -359,18 +365,13 @@ const DRAIN: Duration = Duration::from_millis(10);
 /// callgrind's profile is copied to `keep` if given (for `callgrind_annotate`).
 pub fn instructions(driver: &Driver, mode: &str, seconds: f64, keep: Option<&Path>) -> Result<Instructions, String> {
     let session = Harness::start(&format!("{}-{mode}-cg", driver.name))?;
-    // In the session's scratch directory, which goes with the session whatever happens.
-    let out_file = session.sim.root().with_file_name("callgrind.out");
     let how = Counting { mode, extra: &[], saturated: rings_overflowed };
-    let mut counted = count_instructions(&session, &out_file, driver, &how, seconds)?;
+    let mut counted = count_instructions(&session, driver, &how, seconds, keep)?;
     let mut runs = 1;
     while !counted.saturated && runs < rfc2544::TRIES {
         eprintln!("bench: {} {mode} was not saturated under callgrind in run {runs}; measuring again", driver.name);
-        counted = count_instructions(&session, &out_file, driver, &how, seconds)?;
+        counted = count_instructions(&session, driver, &how, seconds, keep)?;
         runs += 1;
-    }
-    if let Some(keep) = keep {
-        std::fs::copy(&out_file, keep).map_err(|e| format!("copying the profile to {}: {e}", keep.display()))?;
     }
     Ok(counted)
 }
@@ -389,12 +390,13 @@ struct Counting<'a> {
     saturated: fn(&PortStats, &PortStats) -> bool,
 }
 
+/// One run of `driver` under callgrind for `seconds`; its profile is copied to `keep` if given.
 fn count_instructions(
     session: &Harness,
-    out_file: &Path,
     driver: &Driver,
     how: &Counting<'_>,
     seconds: f64,
+    keep: Option<&Path>,
 ) -> Result<Instructions, String> {
     let mode = how.mode;
     let mut prefix = vec![
@@ -407,7 +409,9 @@ fn count_instructions(
         "--branch-sim=yes".to_string(),
         // Per instruction, so that `callgrind_annotate` and KCachegrind can show the machine code.
         "--dump-instr=yes".to_string(),
-        format!("--callgrind-out-file={}", out_file.display()),
+        // One profile per process: a driver that forks (the Rust driver's keeper) would have
+        // the child's profile, with what was counted before the fork, overwrite its own.
+        format!("--callgrind-out-file={}", session.profile_of("%p").display()),
     ];
     if driver.perf_map {
         // The loop is counted from the whole profile afterwards (`Events::in_ranges`); `env`
@@ -427,7 +431,8 @@ fn count_instructions(
             e
         }
     })?;
-    let perf_maps = PerfMaps::of(child.id());
+    let driver_pid = child.id();
+    let perf_maps = PerfMaps::of(driver_pid);
     session.wait_ready(&mut child, Duration::from_secs(120))?;
     // Saturation is judged in slices of a tenth of the run, away from the start-up, when
     // frames flood the rings before the loop runs: in every slice both rings must have
@@ -449,7 +454,12 @@ fn count_instructions(
     session.stop_traffic()?;
     let s = session.stats()?;
     let packets = growth(&before, &s, |p| p.sink_packets);
-    let text = std::fs::read_to_string(out_file).map_err(|e| format!("reading {}: {e}", out_file.display()))?;
+    // `valgrind` (or `env`, which execs it) is the driver's own process.
+    let out_file = session.profile_of(&driver_pid.to_string());
+    let text = std::fs::read_to_string(&out_file).map_err(|e| format!("reading {}: {e}", out_file.display()))?;
+    if let Some(keep) = keep {
+        std::fs::copy(&out_file, keep).map_err(|e| format!("copying the profile to {}: {e}", keep.display()))?;
+    }
     let events = if driver.perf_map {
         perf_maps.loop_events(&text, mode)?
     } else {

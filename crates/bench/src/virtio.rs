@@ -57,13 +57,12 @@ pub fn drivers(bench_drivers: &[Driver]) -> Vec<VirtioDriver> {
 pub fn instructions(d: &VirtioDriver, seconds: f64) -> Result<Instructions, String> {
     let opts = SessionOptions { devices: vec![Kind::VirtioNet], ..SessionOptions::default() };
     let session = Harness::start_with(&format!("{}-virtio-cg", d.name), opts)?;
-    let out_file = session.sim.root().with_file_name("callgrind.out");
     let how = Counting { mode: "flexible", extra: &d.extra, saturated: held_the_generator };
-    let mut counted = count_instructions(&session, &out_file, &d.driver, &how, seconds)?;
+    let mut counted = count_instructions(&session, &d.driver, &how, seconds, None)?;
     let mut runs = 1;
     while !counted.saturated && runs < crate::rfc2544::TRIES {
         eprintln!("bench: {} on virtio was not saturated under callgrind in run {runs}; measuring again", d.name);
-        counted = count_instructions(&session, &out_file, &d.driver, &how, seconds)?;
+        counted = count_instructions(&session, &d.driver, &how, seconds, None)?;
         runs += 1;
     }
     Ok(counted)

@@ -149,7 +149,6 @@ const COUNTER: &str = "burst_counts.so";
 fn under_callgrind(o: &Options, device: Device, binary: &Path, loop_fn: &str, extra: &[&str]) -> Result<Run, String> {
     let scratch = platform::fs::ScratchDir::new("l2fwd-bench", "callgrind")
         .map_err(|e| format!("a scratch directory under /dev/shm: {e}"))?;
-    let out_file = scratch.path().join("callgrind.out");
     let totals = scratch.path().join("totals");
     // Valgrind passes LD_PRELOAD on to l2fwd; the counter brings its DPDK libraries along.
     let mut words: Vec<String> = vec![
@@ -162,7 +161,8 @@ fn under_callgrind(o: &Options, device: Device, binary: &Path, loop_fn: &str, ex
         "--fair-sched=yes".into(),
         "--cache-sim=yes".into(),
         "--branch-sim=yes".into(),
-        format!("--callgrind-out-file={}", out_file.display()),
+        // One profile per process, so that a child could not overwrite l2fwd's (profile_in).
+        format!("--callgrind-out-file={}", scratch.path().join("callgrind.out.%p").display()),
         format!("--toggle-collect={loop_fn}"),
     ];
     let (mut child, log_path, sim) = match device {
@@ -197,12 +197,30 @@ fn under_callgrind(o: &Options, device: Device, binary: &Path, loop_fn: &str, ex
     if !status.success() {
         return Err(format!("{} under callgrind: {status}\n{}", binary.display(), read_log()));
     }
-    let text = std::fs::read_to_string(&out_file).map_err(|e| format!("{}: {e}", out_file.display()))?;
+    let text = profile_in(scratch.path())?;
     let events = Events::parse(&text).ok_or("a callgrind file without totals")?;
     let counts = std::fs::read_to_string(&totals).map_err(|e| format!("{}: {e}", totals.display()))?;
     let (packets, rx_calls) =
         overload::received(&counts).ok_or_else(|| format!("{}: not burst_counts.so's totals", totals.display()))?;
     Ok(Run { profile: profile::parse(&text, events.estimated_cycles()), output: read_log(), packets, rx_calls })
+}
+
+/// The one callgrind profile in `dir`: l2fwd starts no process, and a second profile would
+/// leave it unknown which one counted the loop.
+fn profile_in(dir: &Path) -> Result<String, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let profiles: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("callgrind.out.")))
+        .collect();
+    match profiles.as_slice() {
+        [one] => std::fs::read_to_string(one).map_err(|e| format!("{}: {e}", one.display())),
+        _ => Err(format!(
+            "{} callgrind profiles in {}, not one: did l2fwd start a process?",
+            profiles.len(),
+            dir.display()
+        )),
+    }
 }
 
 /// Waits up to `patience` for `done`, while `binary` (`child`) runs; an error naming `what`
