@@ -121,10 +121,12 @@ impl Peers {
         child
     }
 
-    /// `ping -s size` from namespace `from` to the other's address: three replies, with up to
-    /// a minute for them (ARP first), so that only a path that does not work fails.
+    /// `ping -s size` from namespace `from` to the other's address: three replies, 200 ms
+    /// apart (root may ask for less than ping's default second), with up to a minute for them
+    /// (ARP first), so that only a path that does not work fails.
     fn ping(&self, from: usize, size: usize) {
-        let out = in_ns(&self.ns[from], &["ping", "-c", "3", "-s", &size.to_string(), "-w", "60", ADDRESS[1 - from]])
+        let size = size.to_string();
+        let out = in_ns(&self.ns[from], &["ping", "-c", "3", "-i", "0.2", "-s", &size, "-w", "60", ADDRESS[1 - from]])
             .output()
             .expect("running ping (iputils-ping)");
         let text = String::from_utf8_lossy(&out.stdout);
@@ -141,7 +143,7 @@ impl Peers {
             in_ns(&self.ns[1], &["iperf3", "-s", "-1", "-B", ADDRESS[1]]).stdout(Stdio::null()).stderr(Stdio::null()),
         )
         .expect("running iperf3");
-        let mut args = vec!["iperf3", "-c", ADDRESS[1], "-t", "2", "--connect-timeout", "2000"];
+        let mut args = vec!["iperf3", "-c", ADDRESS[1], "-t", "1", "--connect-timeout", "2000"];
         if udp {
             args.extend(["-u", "-b", "100M"]);
         }
