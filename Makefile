@@ -1,4 +1,5 @@
-# safenic: `make demo` shows nicsim with traffic flowing; `make test` runs every check.
+# safenic: `make demo` shows nicsim with traffic flowing; `make test` runs the audit, the lints and
+# every test of the workspace; `make test-slow` the suites too slow for it (CI runs both).
 CARGO ?= cargo
 
 # Every driver, and everything else we build, is compiled for one named x86-64 level: Rust with
@@ -7,7 +8,7 @@ CARGO ?= cargo
 ISA ?= $(shell scripts/isa-level)
 export RUSTFLAGS := -C target-cpu=$(ISA)
 
-.PHONY: all setup build audit-tool vet demo test check test-mpk test-peers test-chaos soak chaos-report bench bench-smoke bench-dpdk-smoke bench-dpdk bench-isolation bench-virtio audit sanitize fuzz stress fmt clean
+.PHONY: all setup build audit-tool vet demo test test-slow check test-mpk test-peers test-chaos soak chaos-report bench bench-smoke bench-dpdk-smoke bench-dpdk bench-isolation bench-virtio audit sanitize fuzz stress fmt clean
 
 all: build
 
@@ -40,8 +41,15 @@ test: setup
 	scripts/build-dpdk-l2fwd $(ISA)
 	$(CARGO) test --workspace -- --test-threads=1
 	cd / && $(CARGO) test $(AUDIT_AT) --locked --release -- --test-threads=1
+
+# What would take `make test` past its 15 minutes, each a target of its own: the sanitizers
+# (three more builds of their own), the MPK tests in a QEMU guest, and the benches' smoke tests.
+# .ci/run runs it after `make test`; about 6 minutes.
+test-slow: setup
 	$(MAKE) sanitize
+	$(MAKE) test-mpk
 	$(MAKE) bench-smoke
+	$(MAKE) bench-dpdk-smoke
 
 # The contributors' fast loop, at most 3 minutes on a warm tree: format, clippy, the workspace's
 # unit tests, and one forwarding test per driver: the const model of each driver of the
@@ -57,7 +65,7 @@ check: setup
 
 # crates/isolation's tests in a guest with protection keys (QEMU's software emulation emulates
 # PKU on any x86-64 host), the MPK backend's required: on a host without PKU, cargo test can
-# run only the process backend's half. About 20 seconds; .ci/run runs it after `make test`.
+# run only the process backend's half. About 20 seconds; part of `make test-slow`.
 test-mpk: setup
 	scripts/test-mpk
 
@@ -97,7 +105,7 @@ bench-smoke: setup build
 	target/release/safenic bench-isolation --rounds 1 --window-ms 2
 
 # The l2fwd pair of bench-dpdk, briefly: DPDK's C l2fwd and ours under callgrind on net_null and
-# on nicsim, and the overload test (about a minute). .ci/run runs it after `make test`.
+# on nicsim, and the overload test (about a minute). Part of `make test-slow`.
 bench-dpdk-smoke: setup build
 	target/release/safenic bench-dpdk --callgrind-seconds 1 --overload-seconds 0.5 --repetitions 1
 
