@@ -60,8 +60,8 @@ check: setup
 	$(CARGO) build --workspace
 	target/debug/safenic-drivers build
 	$(CARGO) test --workspace --lib --bins -- --test-threads=1
-	$(CARGO) test -p safenic --test conformance -- --test-threads=1 const_forwards_a_million_each_way
-	$(CARGO) test -p safenic --test virtio -- --test-threads=1 --exact flexible_forwards_every_frame_once_between_virtio_ports
+	$(CARGO) test -p safenic --test all -- --test-threads=1 const_forwards_a_million_each_way \
+	  virtio::flexible_forwards_every_frame_once_between_virtio_ports --skip legacy
 
 # crates/isolation's tests in a guest with protection keys (QEMU's software emulation emulates
 # PKU on any x86-64 host), the MPK backend's required: on a host without PKU, cargo test can
@@ -75,7 +75,7 @@ test-mpk: setup
 test-peers: setup
 	$(CARGO) build --workspace
 	target/debug/safenic-drivers build
-	$(CARGO) test -p safenic --test peers -- --test-threads=1
+	$(CARGO) test -p safenic --test all -- --test-threads=1 peers::
 
 # The Rust driver, every model, against a hostile device (crates/safenic/tests/chaos.rs):
 # 10^6 hostile write-backs, a stall and every wire fault, each followed by an exact check that
@@ -83,12 +83,12 @@ test-peers: setup
 # Part of `make test`; `make soak SECONDS=600` gives every fault about that many seconds.
 test-chaos: setup
 	$(CARGO) build --workspace
-	$(CARGO) test -p safenic --test chaos -- --test-threads=1
+	$(CARGO) test -p safenic --test all -- --test-threads=1 chaos::
 
 SECONDS ?= 60
 soak: setup
 	$(CARGO) build --workspace
-	SAFENIC_SOAK_SECONDS=$(SECONDS) $(CARGO) test -p safenic --test chaos -- --test-threads=1 --nocapture
+	SAFENIC_SOAK_SECONDS=$(SECONDS) $(CARGO) test -p safenic --test all -- --test-threads=1 --nocapture chaos::
 
 # Every driver of the manifest the report compares (Rust, C gcc, C under ASan+UBSan), every
 # model, against each kind of fault: the table in docs/results.md and docs/bench/chaos.json.
@@ -186,7 +186,7 @@ bench-isolation: setup build
 FUZZ_CASES ?= 10000000
 fuzz:
 	NICSIM_FUZZ_CASES=$(FUZZ_CASES) NICSIM_FUZZ_SEED=$${NICSIM_FUZZ_SEED:-$$(date +%s)} \
-	  $(CARGO) test -p nicsim --test fuzz -- --nocapture
+	  $(CARGO) test -p nicsim --test all -- --nocapture fuzz::
 
 # make test N times from a fresh clone, then N times with CPU 1 busy (scripts/stress-test).
 STRESS_RUNS ?= 5

@@ -1,7 +1,7 @@
 //! The device model's fast paths (receive runs, generated bursts, the transmit fast path, the
 //! sink reading driver memory) do and count exactly what the general paths do.
 
-mod common;
+use crate::common;
 
 use common::rig::*;
 use nicsim::lint::Rule;

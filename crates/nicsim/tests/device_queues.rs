@@ -1,7 +1,7 @@
 //! The device model's receive and transmit queues: descriptor formats and write-back, the
 //! packet buffer, frames over several buffers, head write-back, DMA faults, L2 filtering.
 
-mod common;
+use crate::common;
 
 use common::rig::*;
 use nicsim::regs::*;

@@ -2,7 +2,7 @@
 //! the link.
 //! A "driver" writes the BAR through a second mapping of the same file (see common/rig.rs).
 
-mod common;
+use crate::common;
 
 use common::rig::*;
 use nicsim::lint::Rule;

@@ -8,7 +8,7 @@
 //! of dropping. DPDK's port start has deadlines of microseconds (10 µs for a reset): `nicsim
 //! exec` serves the registers they are on access by access, so they are met on a shared core.
 
-mod common;
+use crate::common;
 
 use common::serve::{start_dpdk, Nicsim, A, B, BIN};
 use nicsim::wire::TrafficSpec;

@@ -2,7 +2,7 @@
 //! addresses, /proc discovery, mount namespaces. Needs root and hugepages (`make test` runs
 //! scripts/setup first); run one test at a time (each keeps cores busy).
 
-mod common;
+use crate::common;
 
 use common::serve::{Nicsim, A, B, BIN};
 use nicsim::peer::{rewrite_macs, Device, IxyQueue, TinyAgent};
@@ -474,7 +474,7 @@ fn a_function_does_not_reach_memory_of_a_process_that_maps_another() {
     let sim = Nicsim::start("domains", &[]);
     let mut victim = platform::Reaped::spawn(
         Command::new(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", "victim_helper", "--nocapture", "--test-threads=1"])
+            .args(["--ignored", "--exact", "end_to_end::victim_helper", "--nocapture", "--test-threads=1"])
             .env("NICSIM_VICTIM_DEVICES", sim.devices())
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped()),

@@ -3,7 +3,7 @@
 //! frames fill the receive ring in sequence. A minimal driver writes the BARs through second
 //! mappings; DMA goes to a flat test region.
 
-mod common;
+use crate::common;
 
 use common::twice;
 use nicsim::control::Request;

@@ -4,7 +4,7 @@
 //! completes a reset within a microsecond [DS 4.6.3.2]. DPDK reads CTRL.RST back 10 times a
 //! microsecond apart and gives the port up if it is still set. Needs root (`make test`).
 
-mod common;
+use crate::common;
 
 use common::serve::{Nicsim, A, BIN};
 use nicsim::peer::Device;
@@ -30,7 +30,7 @@ fn a_reset_is_done_before_the_store_returns_while_the_engine_is_off_its_core() {
     let out = Command::new(BIN)
         .args(["--root", sim.root.to_str().unwrap(), "exec", "--"])
         .arg(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "reset_and_read_back", "--nocapture", "--test-threads=1"])
+        .args(["--ignored", "--exact", "exec_trap::reset_and_read_back", "--nocapture", "--test-threads=1"])
         .env(DEVICES, sim.devices())
         .output()
         .unwrap();

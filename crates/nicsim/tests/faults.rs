@@ -1,7 +1,7 @@
 //! Faults injected on purpose (`nicsim fault`): where a hostile device writes, what a stall
 //! and a bad FCS do to received frames.
 
-mod common;
+use crate::common;
 
 use common::rig::{frame, Rig, DMA_BASE};
 use nicsim::chaos::Rng;

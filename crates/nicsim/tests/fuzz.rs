@@ -9,7 +9,7 @@
 //! seed. `NICSIM_FUZZ_CASES` and `NICSIM_FUZZ_SEED` choose; a failure names the seed and case,
 //! and the same seed replays the same sequence.
 
-mod common;
+use crate::common;
 
 use common::twice;
 use nicsim::chaos::{Fault, WireFault};

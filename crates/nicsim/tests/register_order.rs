@@ -4,7 +4,7 @@
 //! acts on them is the next one the sweep looks at: the race that made a fresh `make test`
 //! fail at random, made certain. The device must act on what the driver had written by then.
 
-mod common;
+use crate::common;
 
 use common::rig::*;
 use nicsim::port::{QueueSetup, SWEEP_DWORDS};

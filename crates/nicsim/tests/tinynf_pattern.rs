@@ -6,7 +6,7 @@
 //! write before the agent laps the ring; otherwise it stalls for good. Needs root and
 //! hugepages (`make test` provides them); one test at a time.
 
-mod common;
+use crate::common;
 
 use common::serve::{Nicsim, A, B};
 use nicsim::lint::Rule;

@@ -5,7 +5,7 @@
 //! driver gets. Needs root, hugepages and /dev/fuse (`make test` sets them up); run one test
 //! at a time.
 
-mod common;
+use crate::common;
 
 use common::serve::{Nicsim, A, B};
 use common::virtio_peer::{VirtioPeer, HEADER, IXY_FEATURES};

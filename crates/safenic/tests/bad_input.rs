@@ -4,7 +4,7 @@
 //! whose standard output is closed by its reader (`| head`) ends quietly with status 0.
 //! Needs root and hugepages for the cases that need a running nicsim (`make test` provides them).
 
-mod common;
+use crate::common;
 
 use common::{Sim, A, B, SAFENIC};
 use std::path::PathBuf;

@@ -4,7 +4,7 @@
 //! that unwinds) and once aborting (no unwinding: only the kernel can stop the driver).
 //! Needs root and hugepages (`make test` provides them).
 
-mod common;
+use crate::common;
 
 use common::{Sim, A, B, RUST, SCRATCH_PREFIX};
 use nicsim::wire::{Captured, TrafficSpec};
@@ -56,7 +56,7 @@ fn a_failing_test_leaves_no_process_and_no_file_behind() {
     for how in ["panic", "abort"] {
         let tag = format!("cleanup{}{how}", std::process::id());
         let out = Command::new(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", "failing_helper", "--test-threads=1", "--nocapture"])
+            .args(["--ignored", "--exact", "cleanup::failing_helper", "--test-threads=1", "--nocapture"])
             .env("SAFENIC_TEST_TAG", &tag)
             .env("SAFENIC_FAIL_HOW", how)
             .output()

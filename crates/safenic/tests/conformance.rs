@@ -13,7 +13,7 @@
 //! `conformance = true`: the build script writes the list, and a driver joins with its entry.
 //! Needs root and hugepages (`make test` provides them, and builds the C drivers first).
 
-mod common;
+use crate::common;
 
 use common::{Driver, RATE_PPS};
 

@@ -7,7 +7,7 @@
 //! the JIT and type initialisation allocate a few KiB once; the test bounds that too. Needs root and hugepages
 //! (`make test` provides them, and builds the driver first).
 
-mod common;
+use crate::common;
 
 use common::{assert_lossless, terminate, Driver, Sim, A, B, RATE_PPS};
 use nicsim::wire::TrafficSpec;

@@ -5,7 +5,7 @@
 //! on 82599 ports, on virtio-net ports (lossless: every frame the filter passes arrives) and on
 //! an 82599 beside a virtio port. Needs root, hugepages and /dev/fuse (`make test` provides them).
 
-mod common;
+use crate::common;
 
 use common::{device_drops, Sim, A, B, RUST};
 use nicsim::control::Stats;

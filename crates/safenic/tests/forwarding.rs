@@ -4,7 +4,7 @@
 //! as the conformance suite.
 //! Needs root and hugepages (`make test` provides them); tests run one at a time.
 
-mod common;
+use crate::common;
 
 use common::{Sim, A, B, RATE_PPS, RUST};
 use nicsim::session::Session;

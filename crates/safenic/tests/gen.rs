@@ -2,7 +2,7 @@
 //! queued before its memory goes, and reports frames sent, not frames queued. Needs root and
 //! hugepages (`make test` provides them).
 
-mod common;
+use crate::common;
 
 use common::{Sim, A, SAFENIC};
 use std::process::Command;

@@ -8,7 +8,7 @@
 //! Needs root, hugepages, /dev/fuse, iproute2, iputils-ping, iperf3 and tcpdump (`make test`
 //! and `make test-peers` install them); tests run one at a time.
 
-mod common;
+use crate::common;
 
 use common::{Driver, A, B, RUST};
 use nicsim::session::Session;

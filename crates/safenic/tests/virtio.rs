@@ -5,7 +5,7 @@
 //! that are the 82599's refused in one line.
 //! Needs root, hugepages and /dev/fuse (`make test` provides them); tests run one at a time.
 
-mod common;
+use crate::common;
 
 use common::{Driver, Sim, A, B, RATE_PPS, RUST};
 use nicsim::pciconfig::Kind;

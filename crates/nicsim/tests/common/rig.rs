@@ -1,7 +1,6 @@
 //! A port in one process, as the device-model tests drive it: a "driver" writes the BAR
 //! through a second mapping of the same file, the port is scanned as the engine would, and DMA
 //! goes to a flat test region.
-#![allow(dead_code)] // each test binary uses a different part
 
 use super::twice;
 use nicsim::dma::{DmaSpace, FlatDmaSpace, Location, Window};

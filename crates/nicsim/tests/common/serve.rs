@@ -1,5 +1,4 @@
 //! `nicsim serve` as a child process, for the tests that run drivers against it end to end.
-#![allow(dead_code)] // each test binary uses a different part
 
 use nicsim::control::Stats;
 use nicsim::peer::Device;

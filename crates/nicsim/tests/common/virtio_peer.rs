@@ -2,7 +2,6 @@
 //! is [virtio 1.2 §3.1, §4.1.4.8, §5.1]: registers through `pread`/`pwrite` on `resource0`,
 //! one hugepage for the three split virtqueues and their buffers, two-descriptor chains (net
 //! header, then frame). It checks nicsim's device; it is no model of a good driver.
-#![allow(dead_code)] // each test binary uses a different part
 
 use nicsim::virtio::legacy::{layout, GUEST_FEATURES, HOST_FEATURES, QUEUE_NUM, QUEUE_PFN, QUEUE_SEL, STATUS};
 use nicsim::virtio::{feature, status, CTRL, QUEUES, RX, TX};
@@ -31,7 +30,6 @@ pub struct Ring {
 
 pub struct VirtioPeer {
     pub bar: File,
-    pub config: File,
     pub mem: DmaMemory,
     pub rings: [Ring; QUEUES],
     /// Offset of the buffers: queue q's descriptor pair k uses header and buffer slots
@@ -65,7 +63,6 @@ impl VirtioPeer {
             DmaMemory::allocate(2 << 20, DmaBacking::HugetlbfsFile(None)).expect("a hugepage (make test sets them up)");
         let mut peer = VirtioPeer {
             bar,
-            config,
             mem,
             rings: [Ring { size: 0, desc: 0, avail: 0, used: 0, avail_idx: 0, last_used: 0 }; QUEUES],
             buffers: 0,

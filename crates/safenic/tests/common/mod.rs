@@ -5,7 +5,6 @@
 //! and by the kernel if the test process dies), nicsim's root and captures live in a
 //! [`ScratchDir`] that is removed with the [`Sim`].
 //! Needs root and hugepages (`make test` provides them); tests run one at a time.
-#![allow(dead_code)] // each test binary uses a different part
 
 use nicsim::control::{PortStats, Stats};
 use nicsim::session::{Session, SessionOptions};
