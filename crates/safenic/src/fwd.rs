@@ -65,6 +65,8 @@ pub struct Options {
     pub cpu: Option<usize>,
     /// IEEE 802.3x flow control on both ports, and a lossless flexible model.
     pub flow_control: bool,
+    /// How long an 82599 port's link may take to come up before the driver gives up.
+    pub link_timeout: Duration,
     /// Flexible model: drop IPv4 UDP frames to this port, by a C filter in an isolation domain.
     pub filter: Option<u16>,
     /// A virtio-net port's interface; the driver's choice (modern where offered) if `None`.
@@ -89,6 +91,7 @@ pub struct Meter<'d> {
     suspect: [Option<usize>; 2],
     /// IEEE 802.3x flow control, set up again with the devices at a restart.
     flow_control: bool,
+    link_timeout: Duration,
 }
 
 /// What the forwarding loop does after a look at the meter.
@@ -101,7 +104,8 @@ enum Tick {
 }
 
 impl<'d> Meter<'d> {
-    fn new(seconds: Option<f64>, progress: bool, devices: [&'d Device<'d>; 2], flow_control: bool) -> Meter<'d> {
+    fn new(o: &Options, devices: [&'d Device<'d>; 2]) -> Meter<'d> {
+        let (seconds, progress) = (o.seconds, o.progress);
         let now = Instant::now();
         Meter {
             start: now,
@@ -114,7 +118,8 @@ impl<'d> Meter<'d> {
             gone: None,
             restart: false,
             suspect: [None; 2],
-            flow_control,
+            flow_control: o.flow_control,
+            link_timeout: o.link_timeout,
         }
     }
 
@@ -124,7 +129,7 @@ impl<'d> Meter<'d> {
     /// ring position while the driver starts at 0. A reset is a handshake: CTRL.RST clears
     /// only once the device has done it [DS 4.6.3.2].
     fn bring_up_again(&self) -> Result<(), DriverError> {
-        bring_up(self.devices, self.flow_control)
+        bring_up(self.devices, self.flow_control, self.link_timeout)
     }
 
     /// Whether the loop stopped for a restart of the queues (and forgets it, with what the
@@ -233,8 +238,8 @@ pub fn run(o: &Options) -> Result<(), String> {
         return Err(format!("{} is both input and output: give two different ports", o.input));
     }
     let (a, b) = (port_a.device(), port_b.device());
-    bring_up([&a, &b], o.flow_control).map_err(|e| e.to_string())?;
-    let mut meter = Meter::new(o.seconds, o.progress, [&a, &b], o.flow_control);
+    bring_up([&a, &b], o.flow_control, o.link_timeout).map_err(|e| e.to_string())?;
+    let mut meter = Meter::new(o, [&a, &b]);
     let start = Instant::now();
     let rewrite = o.mac_rewrite == MacRewrite::Paper;
     let totals = match o.mode {
@@ -287,14 +292,14 @@ pub fn stop_on_signals_and_pin(o: &Options) -> Result<(), String> {
 
 /// Sets both devices up from scratch: reset and configuration [DS 4.6.3], flow control if
 /// asked, and the link.
-fn bring_up(devices: [&Device<'_>; 2], flow_control: bool) -> Result<(), DriverError> {
+fn bring_up(devices: [&Device<'_>; 2], flow_control: bool, link_timeout: Duration) -> Result<(), DriverError> {
     for d in devices {
         d.init()?;
         if flow_control {
             d.enable_flow_control()?;
         }
     }
-    devices.iter().try_for_each(|d| d.wait_for_link(Duration::from_secs(10)))
+    devices.iter().try_for_each(|d| d.wait_for_link(link_timeout))
 }
 
 fn restricted(

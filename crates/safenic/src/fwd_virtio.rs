@@ -289,7 +289,7 @@ pub fn run(o: &Options) -> Result<(), String> {
             x.init().map_err(e)?;
             // Lossless on the 82599 side too: it holds its link partner while its ring is full.
             x.enable_flow_control().map_err(e)?;
-            x.wait_for_link(std::time::Duration::from_secs(10)).map_err(e)?;
+            x.wait_for_link(o.link_timeout).map_err(e)?;
             mixed(o, filter.as_mut(), &x, &v, virtio_is_input).map_err(e)?
         }
     };

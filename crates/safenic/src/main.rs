@@ -18,6 +18,7 @@ mod report;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(name = "safenic", version, about = "A memory-safe 82599 driver with no run-time checks on its packet path")]
@@ -96,6 +97,10 @@ enum Cmd {
         /// instead of dropping them. Nothing is lost to a slow or descheduled driver.
         #[arg(long)]
         flow_control: bool,
+        /// Seconds an 82599 port's link may take to come up before the driver gives up
+        /// (ixy's and DPDK's drivers wait about as long).
+        #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = link_timeout)]
+        link_timeout: Duration,
         /// Flexible model: drop IPv4 UDP frames to this destination port, decided per burst by
         /// a packet filter written in C that runs in an isolation domain (docs/isolation.md):
         /// MPK where the CPU has protection keys, a helper process elsewhere
@@ -290,6 +295,15 @@ fn bench_options(modes: Vec<Mode>, selection: Selection, profile: report::Profil
     })
 }
 
+/// `--link-timeout`: 0.1 to 600 seconds.
+fn link_timeout(s: &str) -> Result<Duration, String> {
+    s.parse()
+        .ok()
+        .filter(|t: &f64| (0.1..=600.0).contains(t))
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("`{s}`: give 0.1 to 600 seconds"))
+}
+
 /// `--repetitions`: 1 to 100.
 pub(crate) fn repetitions(s: &str) -> Result<usize, String> {
     s.parse().ok().filter(|n| (1..=100).contains(n)).ok_or_else(|| format!("`{s}`: repeat 1 to 100 times"))
@@ -343,6 +357,7 @@ fn main() -> ExitCode {
             progress,
             cpu,
             flow_control,
+            link_timeout,
             filter,
             virtio_interface,
         } => {
@@ -358,6 +373,7 @@ fn main() -> ExitCode {
                 progress,
                 cpu,
                 flow_control,
+                link_timeout,
                 filter,
                 virtio_interface: virtio_interface.map(|i| match i {
                     VirtioInterface::Legacy => virtio::Interface::Legacy,

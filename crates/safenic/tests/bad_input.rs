@@ -51,6 +51,8 @@ fn every_safenic_subcommand_refuses_bad_values_in_one_line() {
         (fwd(&["--seconds", "soon"]), "--seconds"),
         (fwd(&["--outputs", "0"]), "1 to 64"),
         (fwd(&["--outputs", "65"]), "1 to 64"),
+        (fwd(&["--link-timeout", "0"]), "0.1 to 600 seconds"),
+        (fwd(&["--link-timeout", "ten"]), "0.1 to 600 seconds"),
         (fwd(&["--cpu=-1"]), "--cpu"),
         (fwd(&["--seconds", "-1"]), "-1"),
         (fwd(&["--mac-rewrite", "all"]), "--mac-rewrite"),
