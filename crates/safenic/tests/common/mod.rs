@@ -177,9 +177,14 @@ impl Sim {
             let total: u64 = s.ports.iter().map(|p| p.sink_packets).sum();
             let generated: u64 = s.ports.iter().map(|p| p.generated).sum();
             let done = s.ports.iter().all(|p| !p.generator_active);
-            // Every frame arrived, or nothing moved for a second after the generators ended.
-            quiet = if done && (total == generated || total == last) { quiet + 1 } else { 0 };
-            if quiet >= if total == generated { 2 } else { 10 } {
+            // Every frame arrived or was dropped by a device, with nothing left in nicsim: no
+            // frame can come any more (one the driver holds would be missing from the sum).
+            let dropped: u64 = s.ports.iter().map(device_drops).sum();
+            let held: u64 = s.ports.iter().map(|p| in_flight(p, p)).sum();
+            let accounted = total + dropped == generated && held == 0;
+            // Accounted for, or nothing moved for a second after the generators ended.
+            quiet = if done && (accounted || total == last) { quiet + 1 } else { 0 };
+            if quiet >= if accounted { 2 } else { 10 } {
                 return Some(s);
             }
             assert!(
