@@ -366,12 +366,15 @@ const DRAIN: Duration = Duration::from_millis(10);
 pub fn instructions(driver: &Driver, mode: &str, seconds: f64, keep: Option<&Path>) -> Result<Instructions, String> {
     let session = Harness::start(&format!("{}-{mode}-cg", driver.name))?;
     let how = Counting { mode, extra: &[], saturated: rings_overflowed };
-    let mut counted = count_instructions(&session, driver, &how, seconds, keep)?;
+    let (mut counted, mut profile) = count_instructions(&session, driver, &how, seconds)?;
     let mut runs = 1;
     while !counted.saturated && runs < rfc2544::TRIES {
         eprintln!("bench: {} {mode} was not saturated under callgrind in run {runs}; measuring again", driver.name);
-        counted = count_instructions(&session, driver, &how, seconds, keep)?;
+        (counted, profile) = count_instructions(&session, driver, &how, seconds)?;
         runs += 1;
+    }
+    if let Some(keep) = keep {
+        std::fs::copy(&profile, keep).map_err(|e| format!("copying the profile to {}: {e}", keep.display()))?;
     }
     Ok(counted)
 }
@@ -390,14 +393,13 @@ struct Counting<'a> {
     saturated: fn(&PortStats, &PortStats) -> bool,
 }
 
-/// One run of `driver` under callgrind for `seconds`; its profile is copied to `keep` if given.
+/// One run of `driver` under callgrind for `seconds`: what it counted, and its profile's path.
 fn count_instructions(
     session: &Harness,
     driver: &Driver,
     how: &Counting<'_>,
     seconds: f64,
-    keep: Option<&Path>,
-) -> Result<Instructions, String> {
+) -> Result<(Instructions, std::path::PathBuf), String> {
     let mode = how.mode;
     let mut prefix = vec![
         "valgrind".to_string(),
@@ -457,9 +459,6 @@ fn count_instructions(
     // `valgrind` (or `env`, which execs it) is the driver's own process.
     let out_file = session.profile_of(&driver_pid.to_string());
     let text = std::fs::read_to_string(&out_file).map_err(|e| format!("reading {}: {e}", out_file.display()))?;
-    if let Some(keep) = keep {
-        std::fs::copy(&out_file, keep).map_err(|e| format!("copying the profile to {}: {e}", keep.display()))?;
-    }
     let events = if driver.perf_map {
         perf_maps.loop_events(&text, mode)?
     } else {
@@ -471,7 +470,7 @@ fn count_instructions(
             driver.hot_function.replace("{mode}", mode)
         ));
     }
-    Ok(Instructions { events, packets, saturated })
+    Ok((Instructions { events, packets, saturated }, out_file))
 }
 
 /// The perf map a .NET runtime writes for process `pid` (and its companion), removed when

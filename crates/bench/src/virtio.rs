@@ -58,11 +58,11 @@ pub fn instructions(d: &VirtioDriver, seconds: f64) -> Result<Instructions, Stri
     let opts = SessionOptions { devices: vec![Kind::VirtioNet], ..SessionOptions::default() };
     let session = Harness::start_with(&format!("{}-virtio-cg", d.name), opts)?;
     let how = Counting { mode: "flexible", extra: &d.extra, saturated: held_the_generator };
-    let mut counted = count_instructions(&session, &d.driver, &how, seconds, None)?;
+    let (mut counted, _) = count_instructions(&session, &d.driver, &how, seconds)?;
     let mut runs = 1;
     while !counted.saturated && runs < crate::rfc2544::TRIES {
         eprintln!("bench: {} on virtio was not saturated under callgrind in run {runs}; measuring again", d.name);
-        counted = count_instructions(&session, &d.driver, &how, seconds, None)?;
+        counted = count_instructions(&session, &d.driver, &how, seconds)?.0;
         runs += 1;
     }
     Ok(counted)
