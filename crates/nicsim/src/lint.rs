@@ -42,6 +42,9 @@ pub enum Rule {
     VirtqueueMalformed,
     /// A virtio-net header asking for what was not negotiated (GSO, checksum) [virtio 1.2 §5.1.6.2].
     VirtioHeader,
+    /// A control command the device refused: malformed, or of a feature the driver did not
+    /// negotiate [virtio 1.2 §5.1.6.5].
+    VirtioControl,
 }
 
 impl Rule {
@@ -63,6 +66,7 @@ impl Rule {
             Rule::SharedFunction => "shared-function",
             Rule::VirtqueueMalformed => "virtqueue-malformed",
             Rule::VirtioHeader => "virtio-header",
+            Rule::VirtioControl => "virtio-control",
         }
     }
 }
@@ -153,6 +157,7 @@ mod tests {
             Rule::SharedFunction,
             Rule::VirtqueueMalformed,
             Rule::VirtioHeader,
+            Rule::VirtioControl,
         ] {
             let json = serde_json::to_string(&rule).unwrap();
             assert_eq!(json, format!("\"{}\"", rule.name()));

@@ -15,4 +15,5 @@ mod faults;
 mod fuzz;
 mod register_order;
 mod tinynf_pattern;
+mod virtio_control;
 mod virtio_net;

@@ -15,6 +15,7 @@ use crate::lint::Rule;
 use crate::port::faults::{Access, DmaFault};
 use crate::port::tx_output::TxOutput;
 use crate::regs::Direction;
+use crate::virtio::control::{self, ChainReader, Outcome, ReceiveFilter};
 use crate::virtio::queue::{gather, scatter, DeviceQueue, QueueError, Segment};
 use crate::virtio::{feature, status, Registers, Shared, CTRL, ISR_CONFIG, ISR_QUEUE, QUEUES, RX, TX};
 use crate::wire::{FCS_LEN, MIN_FRAME};
@@ -30,14 +31,6 @@ const GSO_NONE: u8 = 0;
 const MAX_TX_FRAME: usize = 1518;
 /// Chains one queue hands over per engine iteration at most, as the 82599's transmit path.
 const TX_CHAINS_PER_CALL: usize = 128;
-/// Control-queue classes and commands [virtio 1.2 §5.1.6.5].
-const CTRL_RX_CLASS: u8 = 0;
-const CTRL_RX_PROMISC: u8 = 0;
-const CTRL_RX_ALLMULTI: u8 = 1;
-const CTRL_MAC_CLASS: u8 = 1;
-const CTRL_MAC_ADDR_SET: u8 = 1;
-const CTRL_OK: u8 = 0;
-const CTRL_ERR: u8 = 1;
 /// The packet buffer a virtio port holds frames in: its size, and the marks at which it holds
 /// and releases the link partner.
 const PACKET_BUFFER: usize = 512 * 1024;
@@ -64,8 +57,7 @@ pub struct VirtioNet {
     negotiated: u64,
     queues: [DeviceQueue; QUEUES],
     /// Receive filtering [virtio 1.2 §5.1.6.5.1]. Promiscuous after reset, as QEMU's device.
-    promiscuous: bool,
-    allmulti: bool,
+    filter: ReceiveFilter,
     mac: [u8; 6],
     /// The driver whose memory the device reaches, once it is in the port's DMA domain.
     driver: Option<u32>,
@@ -84,13 +76,13 @@ impl VirtioNet {
         }
     }
 
-    /// Takes the driver's register writes since the last look.
-    fn apply(&mut self, r: &Registers) {
-        if r.resets != self.resets {
+    /// Takes the driver's register writes since the last look; true if they reset the device.
+    fn apply(&mut self, r: &Registers) -> bool {
+        let reset = r.resets != self.resets;
+        if reset {
             self.resets = r.resets;
             self.queues = [DeviceQueue::default(); QUEUES];
-            self.promiscuous = true;
-            self.allmulti = false;
+            self.filter = ReceiveFilter::default();
         }
         for (q, regs) in self.queues.iter_mut().zip(r.queues.iter()) {
             if q.regs != *regs {
@@ -101,6 +93,7 @@ impl VirtioNet {
         self.live = r.status & status::DRIVER_OK != 0 && r.status & (status::FAILED | status::NEEDS_RESET) == 0;
         self.mac = r.mac;
         self.driver = r.driver;
+        reset
     }
 }
 
@@ -129,7 +122,10 @@ fn complete_checksum(frame: &mut [u8], csum_start: usize, csum_offset: usize) ->
 impl Port {
     /// Makes this port a virtio-net function whose registers are `shared`.
     pub fn attach_virtio(&mut self, shared: Arc<Shared>) {
-        shared.lock().mac = self.mac();
+        {
+            let mut r = shared.lock();
+            (r.mac, r.permanent_mac) = (self.mac(), self.mac());
+        }
         self.virtio = Some(Box::new(VirtioNet {
             shared,
             seen: 0,
@@ -137,8 +133,7 @@ impl Port {
             live: false,
             negotiated: 0,
             queues: [DeviceQueue::default(); QUEUES],
-            promiscuous: true,
-            allmulti: false,
+            filter: ReceiveFilter::default(),
             mac: self.mac(),
             driver: None,
             adopted: None,
@@ -158,7 +153,11 @@ impl Port {
     pub(super) fn virtio_poll(&mut self) {
         let Some(v) = self.virtio.as_mut() else { return };
         if let Some((n, regs)) = v.shared.changes_since(v.seen) {
-            v.apply(&regs);
+            if v.apply(&regs) {
+                // The counters count since the last device reset, as the 82599's do.
+                self.counters = super::DeviceCounters::default();
+            }
+            let Some(v) = self.virtio.as_mut() else { return };
             v.seen = n;
             if !v.live {
                 // A reset or a stop: what waited for the old rings is gone with them.
@@ -324,67 +323,58 @@ impl Port {
         }
     }
 
-    /// Answers the commands on the control queue [virtio 1.2 §5.1.6.5].
+    /// Answers the commands on the control queue [virtio 1.2 §5.1.6.5]: a command the device
+    /// refuses is answered `VIRTIO_NET_ERR` and reported to lint; the queue goes on. Only a
+    /// broken chain or a DMA fault stops it.
     fn virtio_control(&mut self, dma: &mut impl DmaSpace) {
         let Some(mut v) = self.virtio.take() else { return };
         let mut q = v.queues[CTRL];
         let mut error = None;
+        let mut refused = Vec::new();
         while q.usable() {
-            match q.available(dma) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) => {
-                    error = Some((0, e));
-                    break;
-                }
-            }
-            let head = match q.pop(dma, &mut v.segments) {
-                Ok(h) => h,
-                Err(e) => {
-                    error = Some((0, e));
-                    break;
-                }
-            };
-            let command = match gather(dma, &v.segments, 64, &mut v.frame) {
-                Ok(true) if v.frame.len() >= 2 => v.frame.clone(),
-                Ok(_) => {
-                    error =
-                        Some((head, QueueError::Malformed("a control command without its class and command bytes")));
-                    break;
-                }
+            let head =
+                match q
+                    .available(dma)
+                    .and_then(|n| if n == 0 { Ok(None) } else { q.pop(dma, &mut v.segments).map(Some) })
+                {
+                    Ok(Some(h)) => h,
+                    Ok(None) => break,
+                    Err(e) => {
+                        error = Some((0, e));
+                        break;
+                    }
+                };
+            let mut chain = ChainReader::new(&v.segments);
+            let length = chain.remaining();
+            let mut mac = v.mac;
+            let outcome = match control::execute(dma, &mut chain, &mut v.filter, &mut mac, v.negotiated) {
+                Ok(o) => o,
                 Err(e) => {
                     error = Some((head, e));
                     break;
                 }
             };
-            let ack = match (command[0], command[1], &command[2..]) {
-                (CTRL_RX_CLASS, CTRL_RX_PROMISC, [on]) => {
-                    v.promiscuous = *on != 0;
-                    CTRL_OK
-                }
-                (CTRL_RX_CLASS, CTRL_RX_ALLMULTI, [on]) => {
-                    v.allmulti = *on != 0;
-                    CTRL_OK
-                }
-                (CTRL_MAC_CLASS, CTRL_MAC_ADDR_SET, mac) if mac.len() == 6 => {
-                    v.mac.copy_from_slice(mac);
-                    v.shared.lock().mac = v.mac;
-                    CTRL_OK
-                }
-                _ => CTRL_ERR,
-            };
+            if mac != v.mac {
+                v.mac = mac;
+                v.shared.lock().mac = mac;
+            }
             // The ack is the last device-writable byte [virtio 1.2 §5.1.6.5].
-            let written = match scatter(dma, &v.segments, &[&[ack]]) {
+            let written = match scatter(dma, &v.segments, &[&[outcome.ack()]]) {
                 Ok(Some(n)) => n,
                 Ok(None) => {
-                    error = Some((head, QueueError::Malformed("a control command without room for its ack")));
-                    break;
+                    let code = control::command_code(dma, &v.segments);
+                    refused.push((head, length, code, "a control command without a device-writable byte for its ack"));
+                    0
                 }
                 Err(e) => {
                     error = Some((head, e));
                     break;
                 }
             };
+            if let Outcome::Refused(why) = outcome {
+                let code = control::command_code(dma, &v.segments);
+                refused.push((head, length, code, why));
+            }
             if let Err(e) = q.push_used(dma, head, written) {
                 error = Some((head, e));
                 break;
@@ -392,6 +382,13 @@ impl Port {
         }
         v.queues[CTRL] = q;
         self.virtio = Some(v);
+        for (head, length, code, why) in refused {
+            // One lint entry per class and command.
+            let code = code.map_or(u32::MAX, u32::from);
+            let message =
+                format!("control chain {head} ({length} bytes): {why} [virtio 1.2 §5.1.6.5]; answered VIRTIO_NET_ERR");
+            self.lint.warn_named("control class, command", code, code, Rule::VirtioControl, message);
+        }
         if let Some((head, e)) = error {
             self.virtio_queue_error(dma, CTRL, head, e);
         }
@@ -419,7 +416,7 @@ impl Port {
         let dst: [u8; 6] = frame.first_chunk::<6>().copied().unwrap_or_default();
         let group = dst[0] & 1 != 0;
         let broadcast = dst == [0xFF; 6];
-        if !(v.promiscuous || dst == v.mac || broadcast || (group && v.allmulti)) {
+        if !v.filter.accepts(frame, &v.mac, v.negotiated) {
             self.drops.filtered += 1;
             return;
         }

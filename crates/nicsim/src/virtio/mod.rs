@@ -9,6 +9,7 @@
 //! never has them used after that. docs/virtio.md describes the device; docs/nicsim.md says
 //! where it differs from the specification.
 
+pub mod control;
 pub mod legacy;
 pub mod modern;
 pub mod queue;
@@ -40,13 +41,18 @@ pub mod feature {
     pub const STATUS: u64 = 1 << 16;
     pub const CTRL_VQ: u64 = 1 << 17;
     pub const CTRL_RX: u64 = 1 << 18;
+    pub const CTRL_VLAN: u64 = 1 << 19;
+    pub const CTRL_RX_EXTRA: u64 = 1 << 20;
+    pub const CTRL_MAC_ADDR: u64 = 1 << 23;
     /// Legacy only: the net header need not have a descriptor of its own [virtio 1.2 §2.7.4.3].
     pub const ANY_LAYOUT: u64 = 1 << 27;
     pub const VERSION_1: u64 = 1 << 32;
     /// One queue can be reset and re-enabled alone [virtio 1.2 §2.6.1].
     pub const RING_RESET: u64 = 1 << 40;
     /// What the device offers through the legacy interface (which shows bits 0-31 only).
-    pub const LEGACY: u64 = CSUM | GUEST_CSUM | MAC | STATUS | CTRL_VQ | CTRL_RX | ANY_LAYOUT;
+    /// Every control-queue class QEMU's device offers but multiqueue and announcements.
+    pub const LEGACY: u64 =
+        CSUM | GUEST_CSUM | MAC | STATUS | CTRL_VQ | CTRL_RX | CTRL_VLAN | CTRL_RX_EXTRA | CTRL_MAC_ADDR | ANY_LAYOUT;
     /// What a transitional device offers: the legacy bits, and through the modern interface
     /// virtio 1.x with per-queue reset.
     pub const TRANSITIONAL: u64 = LEGACY | VERSION_1 | RING_RESET;
@@ -96,6 +102,8 @@ pub struct Registers {
     pub queues: [QueueRegs; QUEUES],
     /// Device configuration [virtio 1.2 §5.1.4]: the MAC address and the link state.
     pub mac: [u8; 6],
+    /// The function's own address, which a reset restores after `MAC_ADDR_SET` (as QEMU).
+    pub permanent_mac: [u8; 6],
     pub link_up: bool,
     /// Device resets since start (a status write of 0).
     pub resets: u64,
@@ -118,6 +126,7 @@ impl Registers {
             queue_select: 0,
             queues: [QueueRegs { size: QUEUE_SIZE, ..Default::default() }; QUEUES],
             mac,
+            permanent_mac: mac,
             link_up: false,
             resets: 0,
             driver: None,
@@ -126,8 +135,9 @@ impl Registers {
     }
 
     /// A device reset [virtio 1.2 §2.4]: everything the driver set goes back to its initial
-    /// value; the MAC address and the link do not.
+    /// value, the MAC address to the function's own; the link stays as it is.
     pub fn reset(&mut self) {
+        self.mac = self.permanent_mac;
         self.driver_features = 0;
         self.status = 0;
         self.device_feature_select = 0;
