@@ -171,6 +171,9 @@ impl<D: DmaSpace> Engine<D> {
                 p.apply_pending_writes();
             }
         }
+        for p in ports.iter_mut() {
+            p.poll_tx_doorbells();
+        }
         for i in 0..ports.len() {
             let captured = wires[i].pcap.as_ref().is_some_and(|p| p.direction != Captured::Rx);
             if wires[i].cable.is_none() && !ports[i].loops_back() && !captured && wires[i].tap.is_none() {

@@ -120,6 +120,14 @@ pub struct Server {
 impl Server {
     /// Creates the devices and starts the engine and the control socket.
     pub fn start(opts: &ServeOptions) -> Result<Server, String> {
+        if let Some(c) = opts.cpu {
+            // The engine's core is its own, as the card's DMA engines are: nicsim's other
+            // threads (control, FUSE, guardian), all started after this, run elsewhere, so that answering a request
+            // never takes the core from a queue a driver is waiting on.
+            if let Err(e) = platform::sched::avoid_cpu(c) {
+                eprintln!("nicsim: could not keep nicsim's other threads off CPU {c}: {e}");
+            }
+        }
         if opts.ports == 0 || opts.ports > crate::wire::MAX_STREAMS {
             return Err(format!("--ports must be between 1 and {}", crate::wire::MAX_STREAMS));
         }

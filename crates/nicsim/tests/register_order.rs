@@ -291,3 +291,22 @@ fn a_transmit_enable_made_while_nicsim_looks_finds_its_ring() {
     }
     no_lint(&r);
 }
+
+#[test]
+fn transmit_tails_are_read_after_every_receive_tail() {
+    // A driver that writes TDT on one port and then RDT on another (TinyNF's agents, from the
+    // head the device wrote back) must never find the device acting on the RDT without the TDT:
+    // the engine reads every port's RDTs (`poll_doorbells`) before any TDT (`poll_tx_doorbells`).
+    let mut r = Rig::new();
+    r.tx_ring(0, 64, None);
+    r.rx_ring(64, false, true);
+    r.sync();
+    write(&r, tdt(0), 8);
+    write(&r, rdt(0), 40);
+    r.port.poll_doorbells();
+    assert_eq!(r.port.rx_queue_state(0).tail, 40, "the receive tail is read");
+    assert_eq!(r.port.tx_queue_state(0).tail, 0, "no transmit tail is read with the receive tails");
+    r.port.poll_tx_doorbells();
+    assert_eq!(r.port.tx_queue_state(0).tail, 8, "the transmit tail is read after them");
+    no_lint(&r);
+}

@@ -22,6 +22,20 @@ pub fn unpin_current_thread() -> io::Result<()> {
     Ok(rustix::thread::sched_setaffinity(None, &set)?)
 }
 
+/// Keeps the calling thread, and the threads it creates from now on, off `cpu`: on every other
+/// CPU it may use. Nothing changes if `cpu` is the only one.
+pub fn avoid_cpu(cpu: usize) -> io::Result<()> {
+    let current = rustix::thread::sched_getaffinity(None)?;
+    let mut set = current;
+    if cpu < rustix::thread::CpuSet::MAX_CPU {
+        set.unset(cpu);
+    }
+    if set.count() == 0 {
+        return Ok(());
+    }
+    Ok(rustix::thread::sched_setaffinity(None, &set)?)
+}
+
 /// Pins the main thread of process `pid` to `cpu` (threads it creates later inherit this).
 pub fn pin_process(pid: u32, cpu: usize) -> io::Result<()> {
     let pid = i32::try_from(pid)

@@ -178,13 +178,26 @@ impl Port {
                 self.set_rx_tail(q, t);
             }
         }
+        rescanned
+    }
+
+    /// Reads the transmit tails of enabled queues. The engine calls it for every port after
+    /// [`Self::poll_doorbells`] of every port: a tail is never older than a receive tail
+    /// written after it, on any port. The card sees a driver's writes in the order made; a
+    /// driver that writes TDT on one port and then RDT on another (TinyNF's agents do, from
+    /// the head the device wrote back) may rely on it: acting on the RDT without the TDT lets
+    /// it fill a ring whose transmit work the device has not seen (docs/nicsim.md, "Doorbell
+    /// intervals").
+    pub fn poll_tx_doorbells(&mut self) {
+        if self.virtio.is_some() || self.removed {
+            return;
+        }
         for k in 0..self.active_tx.len() {
             let q = self.active_tx[k];
             if let Some(t) = self.doorbell(tdt(q)) {
                 self.set_tx_tail(q, t);
             }
         }
-        rescanned
     }
 
     /// Applies a change of RXDCTL or TXDCTL of an enabled queue at once. A driver that

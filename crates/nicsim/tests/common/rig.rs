@@ -74,6 +74,7 @@ impl Rig {
     pub fn sync(&mut self) {
         self.port.scan_all();
         self.port.poll_doorbells();
+        self.port.poll_tx_doorbells();
     }
     pub fn lint_rules(&self) -> Vec<Rule> {
         self.port.lint.entries().iter().map(|w| w.rule).collect()
