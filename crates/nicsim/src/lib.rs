@@ -7,6 +7,7 @@
 //! side (generators, sinks, loopback cables, pcap). See docs/nicsim.md.
 #![forbid(unsafe_code)]
 
+pub mod access_cost;
 pub mod ceiling;
 pub mod chaos;
 pub mod control;

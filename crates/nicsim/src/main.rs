@@ -150,6 +150,20 @@ enum Cmd {
         #[arg(long)]
         cpu: Option<usize>,
     },
+    /// Measure what one register access through a virtio function's BAR files costs, beside a
+    /// plain system call in the same run (the function must be one no driver uses).
+    BenchAccess {
+        /// The virtio port to measure.
+        #[arg(long, default_value_t = 0)]
+        port: usize,
+        /// Rounds, each of `--count` accesses of every kind in turn.
+        #[arg(long, default_value_t = 10, value_parser = cli::at_least_one)]
+        rounds: u64,
+        #[arg(long, default_value_t = 2000, value_parser = cli::at_least_one)]
+        count: u64,
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure nicsim's ceiling: two ports at full rate with a reflecting peer.
     Bench {
         #[arg(long, default_value_t = 10.0, value_parser = cli::seconds)]
@@ -514,6 +528,19 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             Ok(())
         }
         Cmd::Bench { seconds, link_gbps, json } => bench(seconds, link_gbps, json),
+        Cmd::BenchAccess { port, rounds, count, json } => {
+            let dir = root.join("devices").join(nicsim::sysfs::port_address(port));
+            let r = nicsim::access_cost::measure(&dir, rounds as usize, count as usize)?;
+            if json {
+                return cli::outln!("{}", serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?);
+            }
+            cli::outln!("nicsim bench-access: {}, {} rounds of {} of each", r.function, r.rounds, r.per_round)?;
+            cli::outln!("{:<48} {:>9.2} µs", "plain system call (pread of /dev/zero)", r.syscall_ns / 1000.0)?;
+            for a in &r.accesses {
+                cli::outln!("{:<48} {:>9.2} µs  {:>7.1} × the system call", a.access, a.ns / 1000.0, a.ratio)?;
+            }
+            Ok(())
+        }
     }
 }
 

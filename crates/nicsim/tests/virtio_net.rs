@@ -244,3 +244,18 @@ fn a_bad_chain_stops_its_queue_and_is_reported() {
     assert!(lint.iter().any(|w| w.rule.name() == "virtqueue-malformed"), "{lint:?}");
     assert!(peer.used(RX).is_empty() && peer.used(TX).is_empty(), "neither chain came back");
 }
+
+#[test]
+fn register_accesses_are_measured_beside_a_system_call() {
+    // `nicsim bench-access`: every access reaches the device (the status read back is the one
+    // it holds, or the measurement fails), and each kind is reported beside the system call.
+    let sim = serve("virtio-access");
+    let r = nicsim::access_cost::measure(&sim.devices().join(A), 3, 50).unwrap();
+    assert_eq!((r.rounds, r.per_round, r.accesses.len()), (3, 50, 4));
+    assert!(r.syscall_ns > 0.0);
+    for a in &r.accesses {
+        assert!(a.ns > 0.0 && a.ratio > 0.0, "{a:?}");
+    }
+    let peer = VirtioPeer::open(&sim.devices(), A, IXY_FEATURES);
+    assert_eq!(peer.status(), nicsim::virtio::status::ACKNOWLEDGE | nicsim::virtio::status::DRIVER);
+}

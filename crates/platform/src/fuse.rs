@@ -40,6 +40,25 @@ pub fn mount(dir: &Path) -> Result<File, PlatformError> {
     Ok(device)
 }
 
+/// Makes reads of the connection return `WouldBlock` at once when no request waits, for a
+/// server that polls for requests before it sleeps on them ([`wait_for_request`]).
+pub fn set_nonblocking(connection: &File) -> Result<(), PlatformError> {
+    let flags =
+        rustix::fs::fcntl_getfl(connection).map_err(|e| PlatformError::io("FUSE connection flags", e.into()))?;
+    rustix::fs::fcntl_setfl(connection, flags | rustix::fs::OFlags::NONBLOCK)
+        .map_err(|e| PlatformError::io("FUSE connection flags", e.into()))
+}
+
+/// Sleeps until a request waits on the connection (or the mount went, which the next read
+/// reports).
+pub fn wait_for_request(connection: &File) -> Result<(), PlatformError> {
+    let mut fds = [rustix::event::PollFd::new(connection, rustix::event::PollFlags::IN)];
+    match rustix::event::poll(&mut fds, None) {
+        Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
+        Err(e) => Err(PlatformError::io("waiting for a FUSE request", e.into())),
+    }
+}
+
 /// Detaches the mount on `dir`, if any: what is open on it stays usable until closed. A
 /// server that died leaves its mount behind, unusable, and this removes it.
 pub fn unmount(dir: &Path) {
