@@ -149,15 +149,14 @@ impl Out {
 impl Server {
     fn run(mut self) {
         let mut request = vec![0u8; IN_HEADER + 4096 + MAX_WRITE as usize];
-        // Polled while accesses come, slept on once they stop: see [`SPIN`].
-        let polled = fuse::set_nonblocking(&self.connection).is_ok();
+        // Polled while accesses come, slept on once they stop: see [`SPIN`]. If the connection
+        // cannot be made non-blocking, reads block and never find it empty.
+        let _ = fuse::set_nonblocking(&self.connection);
         let mut last_request = Instant::now();
         loop {
             let n = match self.connection.read(&mut request) {
                 Ok(n) => {
-                    if polled {
-                        last_request = Instant::now();
-                    }
+                    last_request = Instant::now();
                     n
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {

@@ -122,8 +122,8 @@ impl Server {
     pub fn start(opts: &ServeOptions) -> Result<Server, String> {
         if let Some(c) = opts.cpu {
             // The engine's core is its own, as the card's DMA engines are: nicsim's other
-            // threads (control, FUSE, guardian), all started after this, run elsewhere, so that answering a request
-            // never takes the core from a queue a driver is waiting on.
+            // threads (control, FUSE, guardian), all started after this, run elsewhere, so
+            // that answering a request never takes the core from a queue a driver waits on.
             if let Err(e) = platform::sched::avoid_cpu(c) {
                 eprintln!("nicsim: could not keep nicsim's other threads off CPU {c}: {e}");
             }

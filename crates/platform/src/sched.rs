@@ -25,8 +25,7 @@ pub fn unpin_current_thread() -> io::Result<()> {
 /// Keeps the calling thread, and the threads it creates from now on, off `cpu`: on every other
 /// CPU it may use. Nothing changes if `cpu` is the only one.
 pub fn avoid_cpu(cpu: usize) -> io::Result<()> {
-    let current = rustix::thread::sched_getaffinity(None)?;
-    let mut set = current;
+    let mut set = rustix::thread::sched_getaffinity(None)?;
     if cpu < rustix::thread::CpuSet::MAX_CPU {
         set.unset(cpu);
     }

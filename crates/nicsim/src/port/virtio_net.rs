@@ -359,21 +359,18 @@ impl Port {
                 v.shared.lock().mac = mac;
             }
             // The ack is the last device-writable byte [virtio 1.2 §5.1.6.5].
-            let written = match scatter(dma, &v.segments, &[&[outcome.ack()]]) {
-                Ok(Some(n)) => n,
-                Ok(None) => {
-                    let code = control::command_code(dma, &v.segments);
-                    refused.push((head, length, code, "a control command without a device-writable byte for its ack"));
-                    0
-                }
+            let (written, no_ack) = match scatter(dma, &v.segments, &[&[outcome.ack()]]) {
+                Ok(Some(n)) => (n, None),
+                Ok(None) => (0, Some("a control command without a device-writable byte for its ack")),
                 Err(e) => {
                     error = Some((head, e));
                     break;
                 }
             };
-            if let Outcome::Refused(why) = outcome {
+            let refusal = if let Outcome::Refused(why) = outcome { Some(why) } else { None };
+            if no_ack.is_some() || refusal.is_some() {
                 let code = control::command_code(dma, &v.segments);
-                refused.push((head, length, code, why));
+                refused.extend([no_ack, refusal].into_iter().flatten().map(|why| (head, length, code, why)));
             }
             if let Err(e) = q.push_used(dma, head, written) {
                 error = Some((head, e));
