@@ -37,6 +37,8 @@ pub struct Ceiling {
     pub engine_iterations_since_start: u64,
     /// Time between two looks at the doorbells over the window.
     pub doorbell_interval_ns: crate::wire::LatencySummary,
+    /// The slow path's passes over the whole run.
+    pub slow_path_ns: crate::wire::LatencySummary,
 }
 
 /// `n` frames over `secs` seconds, in millions per second.
@@ -119,5 +121,6 @@ fn ceiling_between(s0: &Stats, s1: &Stats, gbps: f64) -> Ceiling {
         rx_frames_since_start: s1.ports.iter().map(into_rx).sum(),
         engine_iterations_since_start: s1.iterations,
         doorbell_interval_ns: s1.doorbell_interval_ns.clone(),
+        slow_path_ns: s1.slow_path_ns.clone(),
     }
 }

@@ -167,6 +167,9 @@ pub struct Stats {
     /// Time between two looks at the doorbells (RDT, TDT) while queues run, in ns, since start
     /// or the last reset of the counters.
     pub doorbell_interval_ns: LatencySummary,
+    /// The slow path's passes while queues run (register sweep, statistics, control
+    /// requests), in ns: time in which the device neither receives nor transmits.
+    pub slow_path_ns: LatencySummary,
     /// Looks at the doorbells that came late: the engine was off its core (or overloaded)
     /// while a driver may have been waiting for the device to react.
     pub late_doorbells: LateDoorbells,
@@ -191,6 +194,10 @@ pub struct LateDoorbells {
     pub stall_threshold_ns: u64,
     #[serde(default)]
     pub stalls: Vec<(u64, u64)>,
+    /// The slow path's passes at least `stall_threshold_ns` long, the latest 1024: nicsim's
+    /// own absences, or the host's that fell in a pass.
+    #[serde(default)]
+    pub slow_passes: Vec<(u64, u64)>,
 }
 
 /// What the engine answers, in process; on the socket each variant is the bare `result`.

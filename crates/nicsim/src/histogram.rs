@@ -58,12 +58,28 @@ impl LatencyHistogram {
     #[inline]
     pub fn record(&mut self, value: u64) {
         let v = value.min(MAX_VALUE);
-        if let Some(c) = self.counts.get_mut(bucket_of(v)) {
-            *c += 1;
+        match self.counts.get_mut(bucket_of(v)) {
+            Some(c) => *c += 1,
+            None => self.record_beyond(bucket_of(v)),
         }
         self.sum += u128::from(v);
         self.min = self.min.min(v);
         self.max = self.max.max(v);
+    }
+
+    /// A sample in a bucket past the end of a [`LatencyHistogram::snapshot`]'s.
+    #[cold]
+    fn record_beyond(&mut self, bucket: usize) {
+        self.counts.resize(BUCKETS, 0);
+        self.counts[bucket] += 1;
+    }
+
+    /// A copy of the buckets up to the maximum's only: a latency histogram of microseconds
+    /// copies a few KiB instead of the 30 KiB of every bucket, which is what a statistics
+    /// answer holds the engine for.
+    pub fn snapshot(&self) -> LatencyHistogram {
+        let used = if self.is_empty() { 0 } else { bucket_of(self.max) + 1 };
+        LatencyHistogram { counts: self.counts[..used].to_vec(), ..*self }
     }
 
     pub fn len(&self) -> u64 {
@@ -116,6 +132,24 @@ impl LatencyHistogram {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_snapshot_summarizes_as_the_whole_and_takes_larger_samples() {
+        let mut h = LatencyHistogram::new();
+        for v in [3, 700, 9_000, 9_000, 120_000] {
+            h.record(v);
+        }
+        let mut s = h.snapshot();
+        assert!(s.counts.len() < BUCKETS / 2, "{} buckets copied", s.counts.len());
+        for q in [0.0, 0.2, 0.5, 0.9, 1.0] {
+            assert_eq!(s.value_at_quantile(q), h.value_at_quantile(q), "quantile {q}");
+        }
+        assert_eq!((s.len(), s.min(), s.max(), s.mean()), (h.len(), h.min(), h.max(), h.mean()));
+        s.record(MAX_VALUE);
+        h.record(MAX_VALUE);
+        assert_eq!((s.len(), s.value_at_quantile(1.0)), (h.len(), h.value_at_quantile(1.0)));
+        assert!(LatencyHistogram::new().snapshot().is_empty());
+    }
 
     #[test]
     fn buckets_tile_the_range_without_gaps() {

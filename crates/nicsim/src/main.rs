@@ -716,5 +716,12 @@ fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
         d.p50 as f64 / 1e3,
         d.p999 as f64 / 1e3,
         d.max as f64 / 1e3
+    )?;
+    let s = &c.slow_path_ns;
+    cli::outln!(
+        "  slow path: {:.1} µs a pass (median), {:.1} µs (99th percentile), {:.1} µs at most",
+        s.p50 as f64 / 1e3,
+        s.p99 as f64 / 1e3,
+        s.max as f64 / 1e3
     )
 }

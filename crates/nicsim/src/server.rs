@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where nicsim puts its devices and socket unless told otherwise (must be on tmpfs).
 pub const DEFAULT_ROOT: &str = "/dev/shm/nicsim";
@@ -353,7 +353,19 @@ impl Drop for Server {
 fn ask(commands: &Sender<Command>, request: Request) -> Result<Reply, String> {
     let (reply, answer) = mpsc::channel();
     commands.send(Command { request, reply }).map_err(|_| "the engine has stopped".to_string())?;
-    answer.recv_timeout(Duration::from_secs(10)).map_err(|_| "the engine did not answer within 10 s".to_string())?
+    // Polled: a receiver asleep on the channel would make the engine's send a wake-up, tens
+    // of microseconds in which the device does nothing.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match answer.try_recv() {
+            Ok(answer) => return answer.into_reply(),
+            Err(mpsc::TryRecvError::Disconnected) => return Err("the engine has stopped".into()),
+            Err(mpsc::TryRecvError::Empty) if Instant::now() >= deadline => {
+                return Err("the engine did not answer within 10 s".into())
+            }
+            Err(mpsc::TryRecvError::Empty) => std::thread::sleep(Duration::from_micros(50)),
+        }
+    }
 }
 
 fn serve_connection(stream: UnixStream, commands: &Sender<Command>, shutdown: &AtomicBool) {

@@ -515,7 +515,7 @@ fn the_engine_thread_keeps_answering_while_a_driver_writes_at_random() {
     let ask = |request: Request| {
         let (reply, answer) = mpsc::channel();
         commands.send(Command { request, reply }).expect("the engine thread is gone");
-        answer.recv_timeout(Duration::from_secs(10)).expect("the engine did not answer")
+        answer.recv_timeout(Duration::from_secs(10)).expect("the engine did not answer").into_reply()
     };
     let mut r = Rng(env_u64("NICSIM_FUZZ_SEED", 0x5AFE_0417) ^ 0xFFFF);
     for port in 0..PORTS {

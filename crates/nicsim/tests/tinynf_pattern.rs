@@ -77,6 +77,41 @@ fn port_state(p: &nicsim::control::PortStats) -> String {
 struct Seen {
     head: AtomicU32,
     head_moves: AtomicU64,
+    /// When the head last moved (monotonic ns).
+    moved_ns: AtomicU64,
+}
+
+/// Time the hypervisor ran something else on `cpu`'s virtual CPU since boot, in ms (the
+/// steal column of /proc/stat), where the kernel counts it.
+fn stolen_ms(cpu: usize) -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with(&format!("cpu{cpu} ")))?;
+    let ticks: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    // USER_HZ is 100 in the x86-64 Linux ABI.
+    Some(ticks * 10)
+}
+
+/// What took the engine from its doorbells around `t_ns` (monotonic): its own slow path, and
+/// the times the host held its core (from a snapshot taken soon after).
+fn absences_near(s: &nicsim::control::Stats, t_ns: u64) -> String {
+    let t = t_ns.saturating_sub(s.monotonic_start_ns);
+    let near = |intervals: &[(u64, u64)]| -> String {
+        let near: Vec<String> = intervals
+            .iter()
+            .filter(|&&(a, b)| b + 1_000_000 >= t && a <= t + 200_000)
+            .map(|&(a, b)| format!("{} µs from {} µs before", (b - a) / 1000, (t as i64 - a as i64) / 1000))
+            .collect();
+        match intervals.first() {
+            Some(&(a, _)) if a > t => format!("{} (kept from {} µs after it only)", near.join(", "), (a - t) / 1000),
+            _ => near.join(", "),
+        }
+    };
+    format!(
+        "near the last head move the host held the engine's core [{}] and its slow path took it [{}]; slow path {:?}",
+        near(&s.late_doorbells.stalls),
+        near(&s.late_doorbells.slow_passes),
+        s.slow_path_ns
+    )
 }
 
 /// Keeps the calling thread off `cpu` while it lives (when there is another CPU).
@@ -184,6 +219,7 @@ fn forward(name: &str, percent: f64, directions: &[(usize, usize)], start: Start
                     });
                     if n > 0 && agent.head() != heads[k] {
                         heads[k] = agent.head();
+                        seen[k].moved_ns.store(platform::sched::monotonic_ns(), Ordering::Relaxed);
                         seen[k].head.store(heads[k], Ordering::Relaxed);
                         seen[k].head_moves.fetch_add(1, Ordering::Relaxed);
                     }
@@ -200,6 +236,9 @@ fn forward(name: &str, percent: f64, directions: &[(usize, usize)], start: Start
     let (mut last, mut progress) = (vec![0; directions.len()], vec![Instant::now(); directions.len()]);
     // Bursts follow one another as fast as nicsim's answers come (each a slow-path period).
     let poll = if start == Start::Bursts { Duration::ZERO } else { POLL };
+    // Taken as soon as a direction stops, while nicsim still holds the intervals around it.
+    let mut early: Option<nicsim::control::Stats> = None;
+    let stolen_before = stolen_ms(0);
     let outcome = loop {
         std::thread::sleep(poll);
         let s = sim.stats();
@@ -221,6 +260,9 @@ fn forward(name: &str, percent: f64, directions: &[(usize, usize)], start: Start
             }
         }
         last = now;
+        if early.is_none() && progress.iter().any(|p| p.elapsed() > Duration::from_millis(50)) {
+            early = Some(sim.stats());
+        }
         if let Some(k) = (0..last.len()).find(|&k| last[k] < frames && progress[k].elapsed() > STALL) {
             break Err((k, s));
         }
@@ -232,10 +274,12 @@ fn forward(name: &str, percent: f64, directions: &[(usize, usize)], start: Start
     }
     let s = match outcome {
         Ok(s) => {
-            eprintln!("{name}: doorbell intervals {:?}", s.doorbell_interval_ns);
+            eprintln!("{name}: doorbell intervals {:?}, slow path {:?}", s.doorbell_interval_ns, s.slow_path_ns);
             s
         }
         Err((k, s)) => {
+            let near = early.as_ref().map(|e| absences_near(e, seen[k].moved_ns.load(Ordering::Relaxed)));
+            let stolen = stolen_before.zip(stolen_ms(0)).map(|(a, b)| b - a);
             let at: Vec<String> = directions
                 .iter()
                 .zip(seen.iter())
@@ -251,11 +295,13 @@ fn forward(name: &str, percent: f64, directions: &[(usize, usize)], start: Start
             let ports: Vec<String> = s.ports.iter().map(port_state).collect();
             panic!(
                 "{name}: {percent} % of line rate: direction {k} stalled for good at {last:?} frames forwarded; {}; {}; \
-                 doorbell intervals {:?}, late {:?}",
+                 doorbell intervals {:?}, late {:?}; {}; the hypervisor took {:?} ms of the engine's CPU",
                 at.join("; "),
                 ports.join("; "),
                 s.doorbell_interval_ns,
-                (s.late_doorbells.count, s.late_doorbells.stalls.len(), s.late_doorbells.recent.iter().map(|(a, b)| b - a).max())
+                (s.late_doorbells.count, s.late_doorbells.stalls.len(), s.late_doorbells.recent.iter().map(|(a, b)| b - a).max()),
+                near.unwrap_or_default(),
+                stolen
             );
         }
     };

@@ -20,7 +20,9 @@ pub use clock::{line_rate_pps, ps_per_byte, WireClock, WireRun};
 pub use frame::{build_template, crc32, parse_payload, FlowFields};
 pub use generator::{check_rate, DueFrame, GeneratedBurst, Generator, TrafficSpec, MIN_RATE_PPS};
 pub use pcap::{read_pcap, Captured, PcapWriter};
-pub use sink::{LatencySummary, Sink, StreamStats, MAX_STREAMS, SINK_HEAD, SLOW_FRAMES_KEPT, SLOW_FRAME_NS};
+pub use sink::{
+    LatencySummary, Sink, SlowFrames, StreamStats, MAX_STREAMS, SINK_HEAD, SLOW_FRAMES_KEPT, SLOW_FRAME_NS,
+};
 
 /// Preamble + SFD + minimum inter-frame gap, in bytes.
 pub const WIRE_OVERHEAD: u64 = 20;

@@ -7,18 +7,21 @@
 //! statistics and answers control requests.
 
 use crate::chaos::{Arrival, Chaos, Fault};
-use crate::control::{CaptureEnd, Done, Info, LateDoorbells, PortStats, Reply, Request, Stats, Stopped};
+use crate::control::{CaptureEnd, Done, Info, Reply, Request, Stopped};
 use crate::dma::{DmaSpace, Domain};
-use crate::flow_control::{FlowStats, Pause};
+use crate::flow_control::Pause;
 use crate::histogram::LatencyHistogram;
 use crate::lint::LintWarning;
 use crate::port::{HostileWrite, Port, TxBatch};
-use crate::wire::{Captured, Generator, LatencySummary, PcapWriter, Sink, WireClock};
+use crate::wire::{Captured, Generator, PcapWriter, Sink, WireClock};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+mod stats;
+pub use stats::{Answer, StatsDraft};
 
 /// Slow-path period.
 const SCAN_PERIOD_PS: u64 = 100_000_000; // 100 µs
@@ -37,10 +40,11 @@ const ENGINE_STALLS_KEPT: usize = 1024;
 /// throughput (docs/nicsim.md, "Doorbell intervals").
 const GEN_BURST: usize = 32;
 
-/// A request with the channel its answer goes to.
+/// A request with the channel its answer goes to. The asking thread polls that channel:
+/// waking a thread that sleeps on it would cost the engine 15–35 µs on a virtual machine.
 pub struct Command {
     pub request: Request,
-    pub reply: Sender<Result<Reply, String>>,
+    pub reply: Sender<Answer>,
 }
 
 /// What a port's wire is attached to.
@@ -85,6 +89,10 @@ pub struct Engine<D: DmaSpace> {
     engine_stalls: VecDeque<(u64, u64)>,
     /// The slow path's time since the last look at the doorbells.
     own_work_ps: u64,
+    /// The slow path's time per pass while queues run, in ns: time in which the device does
+    /// nothing, as the host's preemptions are.
+    slow_path: LatencyHistogram,
+    long_slow_passes: VecDeque<(u64, u64)>,
     monotonic_start_ns: u64,
     /// Device resets the slow path has checked for a second mapper: a reset may happen in
     /// the fast path's doorbell poll as well as in a sweep.
@@ -131,6 +139,8 @@ impl<D: DmaSpace> Engine<D> {
             late_recent: VecDeque::with_capacity(LATE_DOORBELLS_KEPT),
             engine_stalls: VecDeque::new(),
             own_work_ps: 0,
+            slow_path: LatencyHistogram::new(),
+            long_slow_passes: VecDeque::new(),
             monotonic_start_ns,
             resets_checked: 0,
             enables_checked: 0,
@@ -312,6 +322,17 @@ impl<D: DmaSpace> Engine<D> {
         }
     }
 
+    /// Records a slow-path pass from `start_ns` to `end_ns` while queues run.
+    fn note_slow_pass(&mut self, start_ns: u64, end_ns: u64) {
+        self.slow_path.record(end_ns - start_ns);
+        if end_ns - start_ns >= ENGINE_STALL_NS {
+            if self.long_slow_passes.len() == ENGINE_STALLS_KEPT {
+                self.long_slow_passes.pop_front();
+            }
+            self.long_slow_passes.push_back((start_ns, end_ns));
+        }
+    }
+
     /// The slow path: register scan, statistics, housekeeping, hostile write-backs.
     pub fn scan(&mut self) {
         self.write_back_hostile(self.now_ps());
@@ -362,7 +383,10 @@ impl<D: DmaSpace> Engine<D> {
                     self.clock_ps = now;
                 }
                 while let Ok(cmd) = commands.try_recv() {
-                    let answer = self.handle(cmd.request, now);
+                    let answer = match cmd.request {
+                        Request::Stats => Answer::Stats(Box::new(self.stats_draft())),
+                        request => Answer::Reply(self.handle(request, now)),
+                    };
                     let _ = cmd.reply.send(answer);
                 }
                 // The iteration starts after the slow path, whose time the next doorbell
@@ -370,6 +394,9 @@ impl<D: DmaSpace> Engine<D> {
                 let after = self.now_ps();
                 self.own_work_ps = after.saturating_sub(now);
                 self.next_scan_ps = now + SCAN_PERIOD_PS;
+                if self.last_doorbell_ps != 0 {
+                    self.note_slow_pass(now / 1000, after / 1000);
+                }
                 if !self.busy() {
                     // Nothing enabled: poll registers at 10 kHz without burning the core.
                     std::thread::sleep(Duration::from_micros(100));
@@ -439,6 +466,8 @@ impl<D: DmaSpace> Engine<D> {
                     w.generator.reset_counters();
                 }
                 self.doorbell_gaps = LatencyHistogram::new();
+                self.slow_path = LatencyHistogram::new();
+                self.long_slow_passes.clear();
                 self.late_count = 0;
                 self.late_recent.clear();
                 self.engine_stalls.clear();
@@ -549,74 +578,6 @@ impl<D: DmaSpace> Engine<D> {
                 done += 1;
             }
             chaos.wrote_back(done, now_ps);
-        }
-    }
-
-    /// A snapshot of every counter.
-    pub fn stats(&self) -> Stats {
-        let now_ps = self.clock_ps;
-        let ports = self
-            .ports
-            .iter()
-            .zip(self.wires.iter())
-            .map(|(p, w)| (p, w, p.enabled_queues()))
-            .map(|(p, w, (rx_queues, tx_queues))| PortStats {
-                port: p.index,
-                generator_active: w.generator.active(),
-                generated: w.generator.sent,
-                generated_bytes: w.generator.bytes,
-                generator_skipped: w.generator.skipped,
-                sink_packets: w.sink.packets,
-                sink_bytes: w.sink.bytes,
-                sink_foreign: w.sink.foreign,
-                streams: w
-                    .sink
-                    .streams
-                    .iter()
-                    .cloned()
-                    .enumerate()
-                    .filter(|(_, s)| s.received > 0 || s.lost > 0)
-                    .collect(),
-                latency_ns: LatencySummary::of(&w.sink.latency_ns),
-                slow_frames: w.sink.slow_frames.clone(),
-                slow_frames_not_kept: w.sink.slow_frames_not_kept,
-                device: p.counters.clone(),
-                drops: p.drops.clone(),
-                dma_faults: p.fault_count,
-                faults: p.faults.clone(),
-                lint_warnings: p.lint.entries().len(),
-                resets: p.resets,
-                pcap_written: w.pcap.as_ref().map(|c| c.written),
-                rx_queues_enabled: rx_queues,
-                tx_queues_enabled: tx_queues,
-                tx_paused: p.tx_paused,
-                flow_control: FlowStats {
-                    partner_paused: p.flow.partner_paused(now_ps),
-                    transmitter_paused: p.transmitter_paused(now_ps),
-                    ..p.flow.stats.clone()
-                },
-                in_flight: p.in_flight(&self.dma),
-                removed: p.removed,
-                link_up: p.link_up(),
-                injected: w.chaos.injected.clone(),
-                fault_log: w.chaos.log.iter().cloned().collect(),
-                rx_tail_stalls: p.tail_stalls(now_ps),
-            })
-            .collect();
-        Stats {
-            elapsed_ns: now_ps / 1000,
-            iterations: self.iterations,
-            driver_memory_bytes: self.dma.known_bytes(),
-            doorbell_interval_ns: LatencySummary::of(&self.doorbell_gaps),
-            late_doorbells: LateDoorbells {
-                threshold_ns: LATE_DOORBELL_NS,
-                count: self.late_count,
-                recent: self.late_recent.iter().copied().collect(),
-                stall_threshold_ns: ENGINE_STALL_NS,
-                stalls: self.engine_stalls.iter().copied().collect(),
-            },
-            monotonic_start_ns: self.monotonic_start_ns,
-            ports,
         }
     }
 }
