@@ -14,6 +14,7 @@
 //! unit tests.
 
 mod flat;
+mod maps_reader;
 mod proc;
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! The DMA space of real drivers: hugetlbfs-backed shared mappings of the processes that map
 //! a BAR, found in `/proc/<pid>/maps` and resolved through `/proc/<pid>/pagemap`.
 
+use super::maps_reader::{MapsRead, MapsReader};
 use super::{DmaSpace, Location, Window, HUGEPAGE};
 use platform::pagemap::Pagemap;
 use platform::MappedRegion;
@@ -23,9 +24,9 @@ struct Extent {
 
 /// Identity of a mapping: a VMA of one process backed by one file at one offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct VmaKey {
-    pid: u32,
-    start: u64,
+pub(super) struct VmaKey {
+    pub(super) pid: u32,
+    pub(super) start: u64,
     end: u64,
     dev: (u32, u32),
     inode: u64,
@@ -59,6 +60,8 @@ struct Region {
     /// Bit `n`: function `n` reaches this memory. Its process maps function `n`'s BAR, or
     /// another process that maps the same file (memory shared on purpose) does.
     ports: u32,
+    /// When nicsim found it: a read of the maps begun before then says nothing of it.
+    found: Instant,
 }
 
 /// The DMA space of real driver processes, discovered through /proc.
@@ -85,6 +88,9 @@ pub struct ProcDmaSpace {
     last_maintain: Instant,
     /// When the drivers' maps were last compared with the memory nicsim keeps.
     last_release_look: Instant,
+    /// Reads the drivers' maps off the engine's thread; without it (it could not start) the
+    /// engine reads them itself.
+    reader: Option<MapsReader>,
     /// How many scans ran (for diagnostics).
     pub scans: u64,
 }
@@ -116,6 +122,7 @@ impl ProcDmaSpace {
             adopted: Vec::new(),
             last_maintain: Instant::now(),
             last_release_look: Instant::now(),
+            reader: MapsReader::start().ok(),
             scans: 0,
         })
     }
@@ -179,7 +186,7 @@ impl ProcDmaSpace {
                 }
                 if !self.regions.iter().any(|r| r.key == v) {
                     if let Some(map) = open_vma(&v) {
-                        self.regions.push(Region { key: v.clone(), map, ports: 0 });
+                        self.regions.push(Region { key: v.clone(), map, ports: 0, found: Instant::now() });
                     } else {
                         continue;
                     }
@@ -206,30 +213,36 @@ impl ProcDmaSpace {
 
     /// Forgets the memory a live driver no longer maps (it unmapped it, or freed and mapped
     /// something else there): nicsim's own mapping would otherwise keep the pages alive and
-    /// the device writing into them. One read of each driver's `/proc/<pid>/maps`. The
+    /// the device writing into them. One read of each driver's `/proc/<pid>/maps`, now. The
     /// generation changes if anything was forgotten, so the engine stops queues left on it.
     fn forget_released_now(&mut self) {
-        self.last_release_look = Instant::now();
-        // The processes whose memory nicsim keeps, whether or not the last full scan saw
-        // them map a BAR.
+        let read = MapsRead::now(self.region_pids());
+        self.forget_released_in(read);
+    }
+
+    /// The processes whose memory nicsim keeps, whether or not the last full scan saw them
+    /// map a BAR.
+    fn region_pids(&self) -> Vec<u32> {
         let mut pids: Vec<u32> = self.regions.iter().map(|r| r.key.pid).collect();
         pids.sort_unstable();
         pids.dedup();
-        let mut still: Vec<VmaKey> = Vec::new();
-        for pid in pids {
-            if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
-                still.extend(maps.lines().filter_map(|l| parse_maps_line(pid, l)));
-            }
-        }
+        pids
+    }
+
+    /// [`ProcDmaSpace::forget_released_now`] with a read made elsewhere: it judges only the
+    /// memory of the processes it read that nicsim had found before the read began.
+    fn forget_released_in(&mut self, read: MapsRead) {
+        self.last_release_look = Instant::now();
+        let judged = |r: &Region| r.found <= read.started && read.pids.contains(&r.key.pid);
         // Pages one process let go may still be held by another that maps a BAR too (a
         // driver's keeper holds a queue's memory until it has stopped the queue): find those
         // first, so that their mappings keep the pages reachable, as the pages stay allocated.
-        // (The regions this adds are not in `still`: `released` finds them through map_files.)
-        if self.regions.iter().any(|r| released(&r.key, &still)) {
+        // (The regions this adds were found after the read: it does not judge them.)
+        if self.regions.iter().any(|r| judged(r) && released(&r.key, &read.lines)) {
             self.rescan(true, false);
         }
         let before = self.regions.len();
-        self.regions.retain(|r| !released(&r.key, &still));
+        self.regions.retain(|r| !(judged(r) && released(&r.key, &read.lines)));
         if self.regions.len() != before {
             self.generation += 1;
             self.assign_domains();
@@ -263,6 +276,9 @@ impl ProcDmaSpace {
     }
 
     fn rebuild_extents(&mut self) {
+        if let Some(reader) = self.reader.as_ref() {
+            reader.watch(self.region_pids());
+        }
         let mut extents = Vec::new();
         for (ri, r) in self.regions.iter().enumerate() {
             let Ok(pagemap) = Pagemap::open(Some(r.key.pid)) else { continue };
@@ -394,8 +410,14 @@ impl DmaSpace for ProcDmaSpace {
     }
 
     fn maintain(&mut self) {
-        if self.last_release_look.elapsed() >= RELEASE_LOOK_PERIOD {
-            self.forget_released_now();
+        match self.reader.as_ref() {
+            Some(reader) => {
+                if let Some(read) = reader.take() {
+                    self.forget_released_in(read);
+                }
+            }
+            None if self.last_release_look.elapsed() >= RELEASE_LOOK_PERIOD => self.forget_released_now(),
+            None => {}
         }
         if self.last_maintain.elapsed() < Duration::from_secs(1) {
             return;
@@ -425,6 +447,17 @@ fn released(key: &VmaKey, lines: &[VmaKey]) -> bool {
         return true;
     }
     !std::fs::metadata(key.map_files_path()).is_ok_and(|m| split_dev(m.dev()) == key.dev && m.ino() == key.inode)
+}
+
+/// The candidate DMA mappings of `pids`, one read of each process's maps.
+pub(super) fn read_maps(pids: &[u32]) -> Vec<VmaKey> {
+    let mut lines = Vec::new();
+    for &pid in pids {
+        if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+            lines.extend(maps.lines().filter_map(|l| parse_maps_line(pid, l)));
+        }
+    }
+    lines
 }
 
 /// Parses one line of /proc/<pid>/maps into a candidate DMA mapping: shared, readable and
