@@ -77,7 +77,7 @@ fn port_state(p: &nicsim::control::PortStats) -> String {
 struct Seen {
     head: AtomicU32,
     head_moves: AtomicU64,
-    /// When the head last moved (monotonic ns).
+    /// When the head last moved, or the agents started (monotonic ns).
     moved_ns: AtomicU64,
 }
 
@@ -211,6 +211,10 @@ fn forward(name: &str, percent: f64, directions: &[(usize, usize)], start: Start
                 platform::sched::pin_current_thread(cpus - 1).unwrap();
             }
             let mut heads: Vec<u32> = agents.iter().map(|a| a.head()).collect();
+            // A head that never moves dates from the agents' start.
+            for s in seen.iter() {
+                s.moved_ns.store(platform::sched::monotonic_ns(), Ordering::Relaxed);
+            }
             while !stop.load(Ordering::Relaxed) {
                 for (k, (agent, &(i, o))) in agents.iter_mut().zip(&dirs).enumerate() {
                     let n = agent.run_once(&devices[i], &devices[o], |f, l| {
