@@ -26,6 +26,7 @@ pub mod port;
 pub mod regs;
 pub mod server;
 pub mod session;
+pub mod shared_log;
 pub mod sysfs;
 pub mod virtio;
 pub mod wire;

@@ -13,8 +13,8 @@ use crate::flow_control::Pause;
 use crate::histogram::LatencyHistogram;
 use crate::lint::LintWarning;
 use crate::port::{HostileWrite, Port, TxBatch};
+use crate::shared_log::SharedLog;
 use crate::wire::{Captured, Generator, PcapWriter, Sink, WireClock};
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
@@ -85,14 +85,14 @@ pub struct Engine<D: DmaSpace> {
     last_doorbell_ps: u64,
     /// Late doorbell intervals since start: how many, and the latest as (start, end) in ns.
     late_count: u64,
-    late_recent: VecDeque<(u64, u64)>,
-    engine_stalls: VecDeque<(u64, u64)>,
+    late_recent: SharedLog<(u64, u64)>,
+    engine_stalls: SharedLog<(u64, u64)>,
     /// The slow path's time since the last look at the doorbells.
     own_work_ps: u64,
     /// The slow path's time per pass while queues run, in ns: time in which the device does
     /// nothing, as the host's preemptions are.
     slow_path: LatencyHistogram,
-    long_slow_passes: VecDeque<(u64, u64)>,
+    long_slow_passes: SharedLog<(u64, u64)>,
     monotonic_start_ns: u64,
     /// Device resets the slow path has checked for a second mapper: a reset may happen in
     /// the fast path's doorbell poll as well as in a sweep.
@@ -136,11 +136,11 @@ impl<D: DmaSpace> Engine<D> {
             doorbell_gaps: LatencyHistogram::new(),
             last_doorbell_ps: 0,
             late_count: 0,
-            late_recent: VecDeque::with_capacity(LATE_DOORBELLS_KEPT),
-            engine_stalls: VecDeque::new(),
+            late_recent: SharedLog::new(LATE_DOORBELLS_KEPT),
+            engine_stalls: SharedLog::new(ENGINE_STALLS_KEPT),
             own_work_ps: 0,
             slow_path: LatencyHistogram::new(),
-            long_slow_passes: VecDeque::new(),
+            long_slow_passes: SharedLog::new(ENGINE_STALLS_KEPT),
             monotonic_start_ns,
             resets_checked: 0,
             enables_checked: 0,
@@ -308,17 +308,11 @@ impl<D: DmaSpace> Engine<D> {
     #[cold]
     fn note_late_doorbell(&mut self, start_ns: u64, end_ns: u64) {
         self.late_count += 1;
-        if self.late_recent.len() == LATE_DOORBELLS_KEPT {
-            self.late_recent.pop_front();
-        }
-        self.late_recent.push_back((start_ns, end_ns));
+        self.late_recent.push((start_ns, end_ns));
         // The slow path's own time in the interval is nicsim's, not the host's.
         let start_ns = start_ns + self.own_work_ps / 1000;
         if end_ns.saturating_sub(start_ns) >= ENGINE_STALL_NS {
-            if self.engine_stalls.len() == ENGINE_STALLS_KEPT {
-                self.engine_stalls.pop_front();
-            }
-            self.engine_stalls.push_back((start_ns, end_ns));
+            self.engine_stalls.push((start_ns, end_ns));
         }
     }
 
@@ -326,10 +320,7 @@ impl<D: DmaSpace> Engine<D> {
     fn note_slow_pass(&mut self, start_ns: u64, end_ns: u64) {
         self.slow_path.record(end_ns - start_ns);
         if end_ns - start_ns >= ENGINE_STALL_NS {
-            if self.long_slow_passes.len() == ENGINE_STALLS_KEPT {
-                self.long_slow_passes.pop_front();
-            }
-            self.long_slow_passes.push_back((start_ns, end_ns));
+            self.long_slow_passes.push((start_ns, end_ns));
         }
     }
 

@@ -10,25 +10,32 @@ use crate::control::{LateDoorbells, PortStats, Reply, Stats};
 use crate::dma::DmaSpace;
 use crate::flow_control::FlowStats;
 use crate::histogram::LatencyHistogram;
+use crate::port::TailStallsDraft;
+use crate::shared_log::SharedLog;
 use crate::wire::{LatencySummary, SlowFrames};
 
 /// A statistics answer as the engine hands it over.
 pub struct StatsDraft {
     stats: Stats,
-    /// Per port, its sink's latencies and slow frames.
-    sinks: Vec<(LatencyHistogram, SlowFrames)>,
+    /// Per port, its sink's latencies and slow frames, and its receive queues' tail stalls.
+    ports: Vec<(LatencyHistogram, SlowFrames, Vec<TailStallsDraft>)>,
     doorbell_gaps: LatencyHistogram,
     slow_path: LatencyHistogram,
+    /// Late doorbell intervals, the host's absences and the slow path's long passes.
+    late: [SharedLog<(u64, u64)>; 3],
 }
 
 impl StatsDraft {
     /// The answer, summarized off the engine's thread.
     pub fn finish(self) -> Stats {
-        let StatsDraft { mut stats, sinks, doorbell_gaps, slow_path } = self;
-        for (port, (latency, slow)) in stats.ports.iter_mut().zip(sinks) {
+        let StatsDraft { mut stats, ports, doorbell_gaps, slow_path, late: [recent, stalls, slow_passes] } = self;
+        for (port, (latency, slow, tails)) in stats.ports.iter_mut().zip(ports) {
             port.latency_ns = LatencySummary::of(&latency);
             port.slow_frames = slow.to_vec();
+            port.rx_tail_stalls = tails.into_iter().map(TailStallsDraft::finish).collect();
         }
+        let late = &mut stats.late_doorbells;
+        (late.recent, late.stalls, late.slow_passes) = (recent.to_vec(), stalls.to_vec(), slow_passes.to_vec());
         stats.doorbell_interval_ns = LatencySummary::of(&doorbell_gaps);
         stats.slow_path_ns = LatencySummary::of(&slow_path);
         stats
@@ -105,7 +112,7 @@ impl<D: DmaSpace> Engine<D> {
                 link_up: p.link_up(),
                 injected: w.chaos.injected.clone(),
                 fault_log: w.chaos.log.iter().cloned().collect(),
-                rx_tail_stalls: p.tail_stalls(now_ps),
+                rx_tail_stalls: Vec::new(),
             })
             .collect();
         let stats = Stats {
@@ -117,19 +124,25 @@ impl<D: DmaSpace> Engine<D> {
             late_doorbells: LateDoorbells {
                 threshold_ns: LATE_DOORBELL_NS,
                 count: self.late_count,
-                recent: self.late_recent.iter().copied().collect(),
+                recent: Vec::new(),
                 stall_threshold_ns: ENGINE_STALL_NS,
-                stalls: self.engine_stalls.iter().copied().collect(),
-                slow_passes: self.long_slow_passes.iter().copied().collect(),
+                stalls: Vec::new(),
+                slow_passes: Vec::new(),
             },
             monotonic_start_ns: self.monotonic_start_ns,
             ports,
         };
         StatsDraft {
             stats,
-            sinks: self.wires.iter().map(|w| (w.sink.latency_ns.snapshot(), w.sink.slow_frames.clone())).collect(),
+            ports: self
+                .ports
+                .iter()
+                .zip(&self.wires)
+                .map(|(p, w)| (w.sink.latency_ns.snapshot(), w.sink.slow_frames.clone(), p.tail_stall_drafts(now_ps)))
+                .collect(),
             doorbell_gaps: self.doorbell_gaps.snapshot(),
             slow_path: self.slow_path.snapshot(),
+            late: [self.late_recent.clone(), self.engine_stalls.clone(), self.long_slow_passes.clone()],
         }
     }
 }

@@ -35,7 +35,7 @@ pub use link::{Link, DEFAULT_LINK_UP, EICR_LSC};
 pub use registers::{PRIORITY_REGISTERS, SWEEP_DWORDS};
 pub use rx_run::{RxRun, RX_WRITE_BACK_CHUNK};
 pub use stats::{DeviceCounters, Drops, InFlight, QueueSetup, QueueState};
-pub use tail_watch::{TailStall, TailStalls, TAIL_STALL_NS};
+pub use tail_watch::{TailStall, TailStalls, TailStallsDraft, TAIL_STALL_NS};
 pub use tx_output::{TxBatch, TxOutput};
 pub use virtio_net::VirtioNet;
 

@@ -5,8 +5,8 @@
 //! a core away, to tell a host stall from a slow driver.
 
 use super::Port;
+use crate::shared_log::SharedLog;
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
 
 /// Drops for this long without a tail write are a stall: a driver that keeps up but is too
 /// slow for the rate moves its tail every batch, microseconds apart, and the drops between
@@ -41,7 +41,7 @@ pub struct TailStalls {
 }
 
 /// The watch on one receive queue, updated once per engine iteration.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(super) struct TailWatch {
     tail: u32,
     /// Whether the watch has looked once (and knows the tail and the drops).
@@ -54,7 +54,41 @@ pub(super) struct TailWatch {
     count: u64,
     drops_inside: u64,
     drops_outside: u64,
-    recent: VecDeque<TailStall>,
+    recent: SharedLog<TailStall>,
+}
+
+impl Default for TailWatch {
+    fn default() -> Self {
+        TailWatch {
+            tail: 0,
+            started: false,
+            drops_seen: 0,
+            first_drop_ps: None,
+            drops_since_write: 0,
+            count: 0,
+            drops_inside: 0,
+            drops_outside: 0,
+            recent: SharedLog::new(STALLS_KEPT),
+        }
+    }
+}
+
+/// A queue's [`TailStalls`] as the engine hands them over: its kept stalls are laid out in one
+/// list by [`TailStallsDraft::finish`], off the engine's thread.
+#[derive(Debug, Clone)]
+pub struct TailStallsDraft {
+    stalls: TailStalls,
+    recent: SharedLog<TailStall>,
+    under_way: Option<TailStall>,
+}
+
+impl TailStallsDraft {
+    pub fn finish(self) -> TailStalls {
+        let mut stalls = self.stalls;
+        stalls.recent = self.recent.to_vec();
+        stalls.recent.extend(self.under_way);
+        stalls
+    }
 }
 
 impl TailWatch {
@@ -89,10 +123,7 @@ impl TailWatch {
         }
         self.count += 1;
         self.drops_inside += drops;
-        if self.recent.len() == STALLS_KEPT {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(TailStall { start_ns: first / 1000, end_ns: now_ps / 1000, drops, open: false });
+        self.recent.push(TailStall { start_ns: first / 1000, end_ns: now_ps / 1000, drops, open: false });
     }
 
     /// Forgets what was counted; the next drops are counted from `drops`.
@@ -102,22 +133,37 @@ impl TailWatch {
 
     /// The record of `queue` at engine time `now_ps`, the drops since the last tail write
     /// included: a stall under way if they began a stall's length ago.
-    pub(super) fn record(&self, queue: u32, now_ps: u64) -> TailStalls {
-        let mut r = TailStalls {
-            queue,
-            count: self.count,
-            drops_inside: self.drops_inside,
-            drops_outside: self.drops_outside,
-            recent: self.recent.iter().copied().collect(),
+    #[cfg(test)]
+    fn record(&self, queue: u32, now_ps: u64) -> TailStalls {
+        self.draft(queue, now_ps).finish()
+    }
+
+    /// Whether any drop was seen since the watch started or was reset.
+    fn dropped(&self) -> bool {
+        self.count > 0 || self.drops_outside > 0 || self.first_drop_ps.is_some()
+    }
+
+    /// The record of `queue` at engine time `now_ps` but for laying out its kept stalls.
+    fn draft(&self, queue: u32, now_ps: u64) -> TailStallsDraft {
+        let mut r = TailStallsDraft {
+            stalls: TailStalls {
+                queue,
+                count: self.count,
+                drops_inside: self.drops_inside,
+                drops_outside: self.drops_outside,
+                recent: Vec::new(),
+            },
+            recent: self.recent.clone(),
+            under_way: None,
         };
         if let Some(first) = self.first_drop_ps {
             let drops = self.drops_since_write;
             if now_ps.saturating_sub(first) >= TAIL_STALL_NS * 1000 {
-                r.count += 1;
-                r.drops_inside += drops;
-                r.recent.push(TailStall { start_ns: first / 1000, end_ns: now_ps / 1000, drops, open: true });
+                r.stalls.count += 1;
+                r.stalls.drops_inside += drops;
+                r.under_way = Some(TailStall { start_ns: first / 1000, end_ns: now_ps / 1000, drops, open: true });
             } else {
-                r.drops_outside += drops;
+                r.stalls.drops_outside += drops;
             }
         }
         r
@@ -152,9 +198,16 @@ impl Port {
 
     /// The tail stalls of every queue that had any, or dropped frames, at engine time `now_ps`.
     pub fn tail_stalls(&self, now_ps: u64) -> Vec<TailStalls> {
+        self.tail_stall_drafts(now_ps).into_iter().map(TailStallsDraft::finish).collect()
+    }
+
+    /// [`Port::tail_stalls`] for a statistics answer, to be finished off the engine's thread.
+    pub fn tail_stall_drafts(&self, now_ps: u64) -> Vec<TailStallsDraft> {
+        // Most of the 128 queues never dropped a frame: those are passed over without a copy.
         (0..self.tail_watch.len() as u32)
-            .map(|q| self.tail_watch[q as usize].record(q, now_ps))
-            .filter(|r| r.count > 0 || r.drops_outside > 0)
+            .filter(|&q| self.tail_watch[q as usize].dropped())
+            .map(|q| self.tail_watch[q as usize].draft(q, now_ps))
+            .filter(|r| r.stalls.count > 0 || r.stalls.drops_outside > 0)
             .collect()
     }
 }

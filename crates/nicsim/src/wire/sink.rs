@@ -3,8 +3,8 @@
 use super::frame::parse_min;
 use super::MIN_FRAME;
 use crate::histogram::LatencyHistogram;
+use crate::shared_log::SharedLog;
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
 /// Per-stream sequence tracking at a sink.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -42,45 +42,9 @@ pub struct Sink {
     pub slow_frames_not_kept: u64,
 }
 
-/// Records in a [`SlowFrames`] chunk: a statistics answer copies at most this many (8 KiB) in
-/// the engine, whatever the number kept.
-const SLOW_CHUNK: usize = 512;
-
-/// Slow frames as (engine time in ns, latency in ns), kept in shared chunks so that a copy
-/// for a statistics answer holds the engine for a microsecond, not for the tens it takes to
-/// copy 20 000 records (time in which the device would neither receive nor transmit).
-#[derive(Debug, Clone, Default)]
-pub struct SlowFrames {
-    full: Vec<Arc<[(u64, u64)]>>,
-    open: Vec<(u64, u64)>,
-}
-
-impl SlowFrames {
-    pub fn len(&self) -> usize {
-        self.full.len() * SLOW_CHUNK + self.open.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    pub fn push(&mut self, frame: (u64, u64)) {
-        self.open.push(frame);
-        if self.open.len() == SLOW_CHUNK {
-            self.full.push(Arc::from(std::mem::take(&mut self.open)));
-        }
-    }
-
-    /// Every record, oldest first.
-    pub fn to_vec(&self) -> Vec<(u64, u64)> {
-        let mut all = Vec::with_capacity(self.len());
-        for chunk in &self.full {
-            all.extend_from_slice(chunk);
-        }
-        all.extend_from_slice(&self.open);
-        all
-    }
-}
+/// Slow frames as (engine time in ns, latency in ns), in shared chunks so that a copy for a
+/// statistics answer does not hold the engine while it copies 20 000 records.
+pub type SlowFrames = SharedLog<(u64, u64)>;
 
 /// A frame this slow is kept in [`Sink::slow_frames`]: a polling driver on a core of its own
 /// forwards in microseconds.
@@ -102,7 +66,7 @@ impl Sink {
             foreign: 0,
             streams: vec![StreamStats::default(); MAX_STREAMS],
             latency_ns: LatencyHistogram::new(),
-            slow_frames: SlowFrames::default(),
+            slow_frames: SharedLog::new(usize::MAX),
             slow_frames_not_kept: 0,
         }
     }
@@ -212,30 +176,5 @@ impl LatencySummary {
             max: h.max(),
             mean: h.mean(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slow_frames_keep_every_record_in_order_across_chunks_and_copies() {
-        let n = SLOW_CHUNK * 2 + 7;
-        let mut kept = SlowFrames::default();
-        assert!(kept.is_empty());
-        let mut copy = None;
-        for i in 0..n as u64 {
-            kept.push((i, 1000 + i));
-            if i == SLOW_CHUNK as u64 {
-                copy = Some(kept.clone());
-            }
-        }
-        // A copy taken midway is not changed by later records.
-        let copy = copy.unwrap().to_vec();
-        assert_eq!((copy.len(), copy.last()), (SLOW_CHUNK + 1, Some(&(SLOW_CHUNK as u64, 1000 + SLOW_CHUNK as u64))));
-        let all = kept.to_vec();
-        assert_eq!((kept.len(), all.len()), (n, n));
-        assert!(all.iter().enumerate().all(|(i, &(t, l))| t == i as u64 && l == 1000 + i as u64));
     }
 }
