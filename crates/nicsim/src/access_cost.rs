@@ -3,13 +3,17 @@
 //! legacy interface's `resource0` and the modern interface's `resource4`, a notify written
 //! and the status read, each as `pwrite`/`pread` as ixy's and DPDK's drivers make them. A
 //! hypervisor's notify through an ioeventfd costs 1–2 µs; what a FUSE round trip costs here
-//! is what this measures. Rounds alternate the kinds, so that a slow minute of the host slows
-//! them all; each figure is the median over the rounds of a round's mean.
+//! is what this measures, beside the floor of any reply through the kernel to a caller that
+//! sleeps: a byte to a sleeping thread and back. Rounds alternate the kinds, so that a slow
+//! minute of the host slows them all; each figure is the median over the rounds of a round's
+//! mean.
 
 use crate::virtio::{legacy, modern, status, TX};
 use serde::Serialize;
 use std::fs::File;
+use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Instant;
 
@@ -29,6 +33,12 @@ pub struct Report {
     pub per_round: usize,
     /// A `pread` of one byte of `/dev/zero`: a system call that reaches no device.
     pub syscall_ns: f64,
+    /// A byte to a thread that sleeps until it comes and back, over a socket pair: the least a
+    /// reply costs from a server that does not spin while the caller sleeps, as a FUSE
+    /// request's does whatever the transport.
+    pub wakeup_ns: f64,
+    /// `wakeup_ns` over the plain system call's.
+    pub wakeup_ratio: f64,
     pub accesses: Vec<AccessCost>,
 }
 
@@ -120,6 +130,8 @@ pub fn measure(dir: &Path, rounds: usize, per_round: usize) -> Result<Report, St
         },
     ];
     let mut means: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); ops.len()];
+    let mut wakeups = Vec::with_capacity(rounds);
+    let echo = Echo::start()?;
     let mut buf = [0u8; 2];
     for _ in 0..rounds.max(1) {
         for (op, m) in ops.iter().zip(means.iter_mut()) {
@@ -129,7 +141,14 @@ pub fn measure(dir: &Path, rounds: usize, per_round: usize) -> Result<Report, St
             }
             m.push(t.elapsed().as_nanos() as f64 / per_round.max(1) as f64);
         }
+        let t = Instant::now();
+        for _ in 0..per_round.max(1) {
+            echo.round_trip()?;
+        }
+        wakeups.push(t.elapsed().as_nanos() as f64 / per_round.max(1) as f64);
     }
+    echo.stop()?;
+    let wakeup_ratio = median(wakeups.iter().zip(&means[0]).map(|(w, s)| w / s.max(1.0)).collect());
     let ratios: Vec<Vec<f64>> =
         means.iter().map(|m| m.iter().zip(&means[0]).map(|(a, s)| a / s.max(1.0)).collect()).collect();
     let syscall_ns = median(means[0].clone());
@@ -144,6 +163,47 @@ pub fn measure(dir: &Path, rounds: usize, per_round: usize) -> Result<Report, St
         rounds: rounds.max(1),
         per_round: per_round.max(1),
         syscall_ns,
+        wakeup_ns: median(wakeups),
+        wakeup_ratio,
         accesses,
     })
+}
+
+/// A thread that sends back each byte it reads, sleeping in `read` in between.
+struct Echo {
+    ours: UnixStream,
+    thread: std::thread::JoinHandle<std::io::Result<()>>,
+}
+
+impl Echo {
+    fn start() -> Result<Echo, String> {
+        let (ours, mut theirs) =
+            UnixStream::pair().map_err(|e| format!("a socket pair for the wake-up round trip: {e}"))?;
+        let thread = std::thread::Builder::new()
+            .name("nicsim-echo".into())
+            .spawn(move || {
+                let mut b = [0u8; 1];
+                // Until the other end closes (a read of 0 bytes).
+                while theirs.read(&mut b)? == 1 {
+                    theirs.write_all(&b)?;
+                }
+                Ok(())
+            })
+            .map_err(|e| format!("cannot start the echo thread: {e}"))?;
+        Ok(Echo { ours, thread })
+    }
+
+    fn round_trip(&self) -> Result<(), String> {
+        let mut b = [0x5a];
+        (&self.ours).write_all(&b).and_then(|_| (&self.ours).read_exact(&mut b)).map_err(|e| format!("echo: {e}"))?;
+        if b[0] != 0x5a {
+            return Err(format!("echo: sent 0x5a, got {:#x} back", b[0]));
+        }
+        Ok(())
+    }
+
+    fn stop(self) -> Result<(), String> {
+        self.ours.shutdown(std::net::Shutdown::Both).map_err(|e| format!("echo: {e}"))?;
+        self.thread.join().map_err(|_| "the echo thread panicked".to_string())?.map_err(|e| format!("echo: {e}"))
+    }
 }

@@ -536,6 +536,12 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             }
             cli::outln!("nicsim bench-access: {}, {} rounds of {} of each", r.function, r.rounds, r.per_round)?;
             cli::outln!("{:<48} {:>9.2} µs", "plain system call (pread of /dev/zero)", r.syscall_ns / 1000.0)?;
+            cli::outln!(
+                "{:<48} {:>9.2} µs  {:>7.1} × the system call",
+                "wake-up round trip (a sleeping thread, socket pair)",
+                r.wakeup_ns / 1000.0,
+                r.wakeup_ratio
+            )?;
             for a in &r.accesses {
                 cli::outln!("{:<48} {:>9.2} µs  {:>7.1} × the system call", a.access, a.ns / 1000.0, a.ratio)?;
             }

@@ -252,7 +252,7 @@ fn register_accesses_are_measured_beside_a_system_call() {
     let sim = serve("virtio-access");
     let r = nicsim::access_cost::measure(&sim.devices().join(A), 3, 50).unwrap();
     assert_eq!((r.rounds, r.per_round, r.accesses.len()), (3, 50, 4));
-    assert!(r.syscall_ns > 0.0);
+    assert!(r.syscall_ns > 0.0 && r.wakeup_ns > 0.0 && r.wakeup_ratio > 0.0, "{r:?}");
     for a in &r.accesses {
         assert!(a.ns > 0.0 && a.ratio > 0.0, "{a:?}");
     }
