@@ -716,18 +716,12 @@ fn bench(seconds: f64, gbps: f64, json: bool) -> Result<(), String> {
         c.engine_iterations_per_second / 1e6,
         total_rx * 1e6 / c.engine_iterations_per_second.max(1.0)
     )?;
-    let d = &c.doorbell_interval_ns;
+    let us = |ns: u64| ns as f64 / 1e3;
+    let (d, s) = (&c.doorbell_interval_ns, &c.slow_path_ns);
+    let (d50, d999, dmax) = (us(d.p50), us(d.p999), us(d.max));
     cli::outln!(
-        "  doorbells looked at every {:.1} µs (median), {:.1} µs (99.9th percentile), {:.1} µs at most",
-        d.p50 as f64 / 1e3,
-        d.p999 as f64 / 1e3,
-        d.max as f64 / 1e3
+        "  doorbells looked at every {d50:.1} µs (median), {d999:.1} µs (99.9th percentile), {dmax:.1} µs at most"
     )?;
-    let s = &c.slow_path_ns;
-    cli::outln!(
-        "  slow path: {:.1} µs a pass (median), {:.1} µs (99th percentile), {:.1} µs at most",
-        s.p50 as f64 / 1e3,
-        s.p99 as f64 / 1e3,
-        s.max as f64 / 1e3
-    )
+    let (s50, s99, smax) = (us(s.p50), us(s.p99), us(s.max));
+    cli::outln!("  slow path: {s50:.1} µs a pass (median), {s99:.1} µs (99th percentile), {smax:.1} µs at most")
 }

@@ -264,7 +264,8 @@ fn forward(name: &str, percent: f64, directions: &[(usize, usize)], start: Start
             }
         }
         last = now;
-        if early.is_none() && progress.iter().any(|p| p.elapsed() > Duration::from_millis(50)) {
+        let stopping = |k: usize| last[k] < frames && progress[k].elapsed() > Duration::from_millis(50);
+        if early.is_none() && (0..last.len()).any(stopping) {
             early = Some(sim.stats());
         }
         if let Some(k) = (0..last.len()).find(|&k| last[k] < frames && progress[k].elapsed() > STALL) {
@@ -283,7 +284,11 @@ fn forward(name: &str, percent: f64, directions: &[(usize, usize)], start: Start
         }
         Err((k, s)) => {
             let near = early.as_ref().map(|e| absences_near(e, seen[k].moved_ns.load(Ordering::Relaxed)));
-            let stolen = stolen_before.zip(stolen_ms(0)).map(|(a, b)| b - a);
+            // The engine runs on CPU 0 (`--cpu 0`) when there are two.
+            let stolen = match stolen_before.zip(stolen_ms(0)) {
+                Some((before, after)) => format!("{} ms", after - before),
+                None => "an unknown time".into(),
+            };
             let at: Vec<String> = directions
                 .iter()
                 .zip(seen.iter())
@@ -299,7 +304,7 @@ fn forward(name: &str, percent: f64, directions: &[(usize, usize)], start: Start
             let ports: Vec<String> = s.ports.iter().map(port_state).collect();
             panic!(
                 "{name}: {percent} % of line rate: direction {k} stalled for good at {last:?} frames forwarded; {}; {}; \
-                 doorbell intervals {:?}, late {:?}; {}; the hypervisor took {:?} ms of the engine's CPU",
+                 doorbell intervals {:?}, late {:?}; {}; the hypervisor took {} of the engine's CPU",
                 at.join("; "),
                 ports.join("; "),
                 s.doorbell_interval_ns,
