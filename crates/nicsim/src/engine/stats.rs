@@ -1,6 +1,6 @@
-//! Statistics answers in two halves: what must be taken from the engine at one instant, in a
-//! few microseconds (counters, and copies of the histograms and records), and the rest
-//! (percentiles, the kept slow frames laid out in one list), done by the thread that asked.
+//! Statistics answers in two halves: what must be taken from the engine at one instant
+//! (counters, and copies of the histograms and of the records' shared chunks), and the rest
+//! (percentiles, the records laid out in lists), done by the thread that asked.
 //! Built whole in the engine, an answer held the device for 100–200 µs under line rate, long
 //! enough for a driver that waits on its transmit head to stall for good (docs/nicsim.md,
 //! "TinyNF's agent").
