@@ -33,6 +33,11 @@ pub enum Fault {
     /// `count` of the frames the link partner sends get `what` done to them, each frame with
     /// `probability`.
     Wire { what: WireFault, probability: f64, count: u64, seed: u64 },
+    /// `count` DMA accesses outside what the driver mapped for the device: random addresses,
+    /// the driver's other memory (its own virtual addresses, which are IOVAs under DPDK's
+    /// `--iova-mode=va`), and addresses it unmapped. Behind an IOMMU domain each is refused;
+    /// none is ever performed.
+    Dma { count: u64, seed: u64 },
     /// Ends the port's write-back and wire modes.
     Off,
 }
@@ -65,6 +70,9 @@ impl Fault {
             Fault::Stall { ms } if !(1..=60_000).contains(ms) => Err("a stall lasts 1 to 60000 ms".into()),
             Fault::Wire { probability, count, .. } if !(*probability > 0.0 && *probability <= 1.0 && *count >= 1) => {
                 Err("a wire fault needs a probability above 0 and at most 1, and a count of at least 1".into())
+            }
+            Fault::Dma { count, .. } if !(1..=1_000_000).contains(count) => {
+                Err("a DMA fault makes 1 to 1000000 accesses".into())
             }
             _ => Ok(()),
         }

@@ -51,8 +51,57 @@ pub enum Request {
     Remove { port: usize },
     /// Inject a fault into a port's device or wire (see [`crate::chaos`]): answers [`Done`].
     Fault { port: usize, fault: Fault },
+    /// Change an IOMMU domain, as a driver's VFIO call does (`nicsim exec --vfio` asks):
+    /// answers [`IommuDone`].
+    Iommu { op: IommuOp },
+    /// Reset a function as vfio-pci does on `VFIO_DEVICE_RESET` (a function-level reset):
+    /// answers [`Done`].
+    ResetFunction { port: usize },
     /// Stop the server: answers [`Done`].
     Shutdown,
+}
+
+/// What a driver's VFIO call does to the IOMMU's domains (one per container).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum IommuOp {
+    /// `VFIO_GROUP_SET_CONTAINER`: port `port`'s group joins container `container` of process
+    /// `pid`; from now on the function's DMA reaches only that container's IOVAs.
+    Attach { container: u64, pid: u32, port: usize },
+    /// `VFIO_IOMMU_MAP_DMA`: `[iova, iova + len)` translates to `vaddr` of process `pid`.
+    Map { container: u64, pid: u32, vaddr: u64, iova: u64, len: u64 },
+    /// `VFIO_IOMMU_UNMAP_DMA`: answers the bytes unmapped.
+    Unmap { container: u64, iova: u64, len: u64 },
+    /// The container's process closed it or ended: its mappings go and its functions are
+    /// reset.
+    Release { container: u64 },
+}
+
+/// The answer to [`Request::Iommu`]: bytes an unmap removed (0 otherwise).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct IommuDone {
+    pub bytes: u64,
+}
+
+/// A port's IOMMU domain, while it has one.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct IommuDomain {
+    pub container: u64,
+    pub pid: u32,
+    pub mapped_bytes: u64,
+}
+
+/// `nicsim fault dma`'s accesses on a port: each aimed outside what the driver mapped.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HostileDma {
+    pub attempted: u64,
+    /// Refused by the IOMMU: never performed.
+    pub refused: u64,
+    /// Would have reached driver memory (only without an IOMMU domain; never performed).
+    pub reached: u64,
 }
 
 /// The answer to a request that returns nothing but success.
@@ -151,6 +200,14 @@ pub struct PortStats {
     /// were dropped (engine ns), and the drops inside and outside them.
     #[serde(default)]
     pub rx_tail_stalls: Vec<crate::port::TailStalls>,
+    /// The function's IOMMU domain, if a VFIO container holds it.
+    #[serde(default)]
+    pub iommu: Option<IommuDomain>,
+    /// DMA faults the IOMMU reported on this port (translation failures), all counted.
+    #[serde(default)]
+    pub iommu_faults: u64,
+    #[serde(default)]
+    pub hostile_dma: HostileDma,
 }
 
 /// The whole engine's statistics.
@@ -210,6 +267,7 @@ pub enum Reply {
     Info(Info),
     Stats(Box<Stats>),
     Lint(Vec<LintWarning>),
+    IommuDone(IommuDone),
 }
 
 /// An answer type: how it is taken out of a [`Reply`] in process, and read from JSON on the
@@ -238,6 +296,7 @@ answer!(Stopped, Stopped, "a generator's total");
 answer!(CaptureEnd, CaptureEnd, "a capture's total");
 answer!(Info, Info, "the server's description");
 answer!(Vec<LintWarning>, Lint, "lint warnings");
+answer!(IommuDone, IommuDone, "an IOMMU change's result");
 
 impl Answer for Stats {
     const WHAT: &'static str = "statistics";

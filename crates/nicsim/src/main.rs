@@ -72,6 +72,18 @@ enum Cmd {
         /// DPDK's EAL needs them.
         #[arg(long)]
         uio: bool,
+        /// Bind every 82599 to vfio-pci in an IOMMU group of its own and add /dev/vfio: the
+        /// command's VFIO calls are answered and its functions' DMA goes through nicsim's IOMMU.
+        #[arg(long, conflicts_with = "uio")]
+        vfio: bool,
+        /// Give the VFIO groups to this user (UID or UID:GID), as `chown` of /dev/vfio/N does,
+        /// so that a driver run as that user can open them.
+        #[arg(long, requires = "vfio", value_parser = user_ids)]
+        vfio_user: Option<(u32, u32)>,
+        /// Bytes of pinned DMA memory a process may map, in place of its RLIMIT_MEMLOCK: for
+        /// hosts where the limit cannot be raised (a container without CAP_SYS_RESOURCE).
+        #[arg(long, requires = "vfio")]
+        vfio_memlock: Option<u64>,
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
     },
@@ -211,8 +223,23 @@ enum FaultCmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// DMA outside what the driver mapped (random addresses, its other memory, addresses it
+    /// unmapped): an IOMMU refuses each; none is performed.
+    Dma {
+        #[arg(long, default_value_t = 1000, value_parser = cli::at_least_one)]
+        count: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// End the port's write-back and wire faults.
     Off,
+}
+
+/// `UID` or `UID:GID` (the group defaults to the user's number).
+fn user_ids(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("`{s}`: give a numeric UID or UID:GID, e.g. 65534:65534");
+    let (u, g) = s.split_once(':').unwrap_or((s, s));
+    Ok((u.parse().map_err(|_| bad())?, g.parse().map_err(|_| bad())?))
 }
 
 fn parse_wire_fault(s: &str) -> Result<WireFault, String> {
@@ -228,6 +255,7 @@ impl FaultCmd {
             FaultCmd::Reset => Fault::Reset,
             FaultCmd::Remove => Fault::Remove,
             FaultCmd::Wire { what, probability, count, seed } => Fault::Wire { what, probability, count, seed },
+            FaultCmd::Dma { count, seed } => Fault::Dma { count, seed },
             FaultCmd::Off => Fault::Off,
         }
     }
@@ -422,7 +450,9 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             let _ = cli::outln!("nicsim: stopped; removed {}", root.join("devices").display());
             Ok(())
         }
-        Cmd::Exec { uio, command } => exec(root, uio, &command),
+        Cmd::Exec { uio, vfio, vfio_user, vfio_memlock, command } => {
+            exec(root, uio, vfio.then_some((vfio_user, vfio_memlock)), &command)
+        }
         Cmd::Traffic { action } => match action {
             TrafficCmd::Start { port, rate, size, size_max, flows, count, duration } => {
                 let gbps = session.info()?.link_gbps;
@@ -557,15 +587,31 @@ the card: a driver that adds up successive reads (DPDK does) over-counts after i
 
 /// Runs `command` where nicsim's functions are the machine's (see `nicsim::exec`), then prints
 /// nicsim's own counts beside whatever the command printed, and exits as the command did.
-fn exec(root: &Path, uio: bool, command: &[String]) -> Result<(), String> {
+/// `--vfio`'s options: the groups' owner and the locked-memory limit.
+type VfioOptions = (Option<(u32, u32)>, Option<u64>);
+
+fn exec(root: &Path, uio: bool, vfio: Option<VfioOptions>, command: &[String]) -> Result<(), String> {
     let trapped = nicsim::exec::trapped_bars(root);
-    nicsim::exec::enter(root, uio)?;
+    let vfio = match vfio {
+        Some((owner, memlock)) => Some(nicsim::exec::vfio::bind_all(root, &trapped, owner, memlock)?),
+        None => None,
+    };
+    let entered = nicsim::exec::enter(root, uio, vfio.is_some());
+    if let Err(e) = entered {
+        if let Some((_, bound)) = &vfio {
+            nicsim::exec::vfio::unbind_all(root, bound);
+        }
+        return Err(e);
+    }
     eprintln!("{EXEC_BANNER}");
     platform::signals::install_termination_flag().map_err(|e| e.to_string())?;
     let mut cmd = std::process::Command::new(&command[0]);
     cmd.args(&command[1..]);
     if !trapped.is_empty() {
-        let code = nicsim::exec::run_trapping_bars(platform::process::die_with_parent(&mut cmd), &trapped, root)?;
+        let (state, bound) = vfio.map_or((None, Vec::new()), |(state, bound)| (Some(state), bound));
+        let ran = nicsim::exec::run_trapping_bars(platform::process::die_with_parent(&mut cmd), &trapped, root, state);
+        nicsim::exec::vfio::unbind_all(root, &bound);
+        let code = ran?;
         print_own_counts(root);
         std::process::exit(code);
     }

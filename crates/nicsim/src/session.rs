@@ -2,7 +2,7 @@
 //! its control socket (the CLI). Every client starts, asks and waits through this one type.
 
 use crate::control::Stats;
-use crate::control::{Answer, CaptureEnd, Done, Envelope, Info, Request, Stopped};
+use crate::control::{Answer, CaptureEnd, Done, Envelope, Info, IommuDone, IommuOp, Request, Stopped};
 use crate::lint::LintWarning;
 use crate::server::{socket_path, ServeOptions, Server};
 use crate::wire::{Captured, TrafficSpec};
@@ -129,6 +129,16 @@ impl Session {
     /// this returns ([`Request::WriteRegister`]).
     pub fn write_register(&self, port: usize, offset: u32, value: u32) -> Result<(), String> {
         self.call::<Done>(Request::WriteRegister { port, offset, value }).map(drop)
+    }
+
+    /// Changes an IOMMU domain ([`Request::Iommu`]); answers the bytes an unmap removed.
+    pub fn iommu(&self, op: IommuOp) -> Result<u64, String> {
+        self.call::<IommuDone>(Request::Iommu { op }).map(|d| d.bytes)
+    }
+
+    /// Resets a function as `VFIO_DEVICE_RESET` does.
+    pub fn reset_function(&self, port: usize) -> Result<(), String> {
+        self.call::<Done>(Request::ResetFunction { port }).map(drop)
     }
 
     pub fn pause_tx(&self, port: usize, paused: bool) -> Result<(), String> {

@@ -23,13 +23,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The directories of `<root>` that nicsim creates and removes.
-pub const TREES: [&str; 4] = ["devices", "drivers", "class", "dev"];
+pub const TREES: [&str; 7] = ["devices", "drivers", "class", "dev", "iommu_groups", "vfio", "module"];
 /// Where the I/O BARs of virtio functions are mounted ([`crate::iofs`]), under the root.
 pub const IO_BARS: &str = "io-bars";
 /// The fake kernel driver name functions are bound to with `--bound`.
 pub const FAKE_DRIVER: &str = "ixgbe";
 /// The kernel driver DPDK's EAL claims functions from [DPDK: Linux drivers guide].
 pub const UIO_DRIVER: &str = "uio_pci_generic";
+/// The kernel driver a function is bound to for VFIO [Linux: Documentation/driver-api/vfio.rst].
+pub const VFIO_DRIVER: &str = "vfio-pci";
 /// The character-device major shown in `uioN/dev` (the kernel picks one at run time; 243 is
 /// what it commonly picks).
 const UIO_MAJOR: u32 = 243;
@@ -203,6 +205,79 @@ pub fn present_as_uio(root: &Path, n: usize) -> std::io::Result<()> {
     let dev = root.join("dev");
     std::fs::create_dir_all(&dev)?;
     platform::fs::make_fifo(&dev.join(format!("uio{n}")))
+}
+
+/// Binds port `n` to `vfio-pci` in IOMMU group `n` (one function per group, as behind ACS),
+/// as `dpdk-devbind.py -b vfio-pci` does, and makes the group's node, `<root>/vfio/<n>`
+/// (`/dev/vfio/<n>` under `nicsim exec --vfio`), and the function's files `owner`'s, as an
+/// administrator gives a group to the user who runs the driver. Returns the driver the
+/// function was bound to before, for [`unbind_vfio`].
+///
+/// ```text
+/// <root>/devices/0000:5e:00.0/driver -> ../../drivers/vfio-pci
+/// <root>/devices/0000:5e:00.0/iommu_group -> ../../../../kernel/iommu_groups/0
+/// <root>/iommu_groups/0/devices/0000:5e:00.0 -> /sys/bus/pci/devices/0000:5e:00.0
+/// <root>/vfio/{vfio,0}                                 (/dev/vfio; ioctls served by nicsim exec)
+/// <root>/module/vfio/parameters/enable_unsafe_noiommu_mode = N     (/sys/module/vfio)
+/// ```
+pub fn present_as_vfio(root: &Path, n: usize, owner: Option<(u32, u32)>) -> std::io::Result<Option<String>> {
+    use std::os::unix::fs::PermissionsExt;
+    let address = port_address(n);
+    let dir = root.join("devices").join(&address);
+    let before = std::fs::read_link(dir.join("driver"))
+        .ok()
+        .and_then(|t| Some(t.file_name()?.to_string_lossy().into_owned()))
+        .filter(|d| d != VFIO_DRIVER);
+    create_driver(root, VFIO_DRIVER)?;
+    bind(root, &address, VFIO_DRIVER)?;
+    relink(&format!("../../../../kernel/iommu_groups/{n}"), &dir.join("iommu_group"))?;
+    let group = root.join("iommu_groups").join(n.to_string());
+    std::fs::create_dir_all(group.join("devices"))?;
+    write_text(&group.join("type"), "DMA\n")?;
+    relink(&format!("/sys/bus/pci/devices/{address}"), &group.join("devices").join(&address))?;
+    let vfio = root.join("vfio");
+    std::fs::create_dir_all(&vfio)?;
+    let container = vfio.join("vfio");
+    if !container.exists() {
+        write_text(&container, "")?;
+        std::fs::set_permissions(&container, std::fs::Permissions::from_mode(0o666))?;
+    }
+    let node = vfio.join(n.to_string());
+    write_text(&node, "")?;
+    std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o600))?;
+    let params = root.join("module").join("vfio").join("parameters");
+    std::fs::create_dir_all(&params)?;
+    write_text(&params.join("enable_unsafe_noiommu_mode"), "N\n")?;
+    for module in ["vfio_pci", "vfio_iommu_type1"] {
+        std::fs::create_dir_all(root.join("module").join(module))?;
+    }
+    if let Some((uid, gid)) = owner {
+        // The device descriptor nicsim exec hands out is the function's BAR file: the user
+        // maps it as the kernel's vfio-pci would let them.
+        for f in [node, dir.join("resource0"), dir.join("resource4")] {
+            if f.exists() {
+                std::os::unix::fs::chown(&f, Some(uid), Some(gid))?;
+            }
+        }
+    }
+    Ok(before)
+}
+
+/// Undoes [`present_as_vfio`] for port `n`: bound to `before` again (or to nothing), its
+/// group and node gone, its files root's again.
+pub fn unbind_vfio(root: &Path, n: usize, before: Option<&str>) {
+    let address = port_address(n);
+    let dir = root.join("devices").join(&address);
+    let _ = std::fs::remove_file(dir.join("iommu_group"));
+    let _ = std::fs::remove_file(dir.join("driver"));
+    if let Some(d) = before {
+        let _ = bind(root, &address, d);
+    }
+    let _ = std::fs::remove_dir_all(root.join("iommu_groups").join(n.to_string()));
+    let _ = std::fs::remove_file(root.join("vfio").join(n.to_string()));
+    for f in [dir.join("resource0"), dir.join("resource4")] {
+        let _ = std::os::unix::fs::chown(&f, Some(0), Some(0));
+    }
 }
 
 fn relink(target: &str, link: &Path) -> std::io::Result<()> {

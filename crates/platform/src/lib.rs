@@ -31,6 +31,7 @@ pub mod signals;
 pub mod tap;
 pub mod trace;
 pub mod valgrind;
+pub mod vfio;
 
 pub use error::PlatformError;
 pub use hugepage::{DmaBacking, DmaMemory};

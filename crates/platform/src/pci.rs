@@ -57,6 +57,8 @@ pub struct PciFunction {
     address: String,
     root: PathBuf,
     config: File,
+    /// Opened through VFIO: configuration space and BAR0 through the device descriptor.
+    vfio: Option<crate::vfio::Device>,
 }
 
 impl PciFunction {
@@ -69,6 +71,16 @@ impl PciFunction {
         let dir = root.join(&address);
         if !dir.is_dir() {
             return Err(PlatformError::DeviceNotFound { address, root: root.to_path_buf() });
+        }
+        if crate::vfio::is_bound(&dir) {
+            return Self::open_vfio(root, address, dir);
+        }
+        if crate::vfio::active() {
+            return Err(PlatformError::NotOpenedBeforeMain {
+                address,
+                why: "this process drives functions through VFIO, where a device is given I/O virtual addresses:                       bind this function to vfio-pci too, or drive it from another process"
+                    .to_string(),
+            });
         }
         if let Some(opened) = crate::before_main::take(&dir) {
             return opened;
@@ -104,6 +116,41 @@ impl PciFunction {
         Ok(function)
     }
 
+    /// Opens a function bound to vfio-pci through its IOMMU group (`crate::vfio`). A device the
+    /// kernel's VFIO gives counts as real (no simulated one opens after it); one a simulator
+    /// serves as simulated.
+    fn open_vfio(root: &Path, address: String, dir: PathBuf) -> Result<Self, PlatformError> {
+        if crate::dma::physical_regions_made() {
+            return Err(PlatformError::Vfio(format!(
+                "DMA memory with physical addresses was allocated before {address} was opened through VFIO,                  and its IOMMU could not translate them: open every VFIO function before allocating DMA memory"
+            )));
+        }
+        if real_device_opened() {
+            return Err(PlatformError::NotOpenedBeforeMain {
+                address,
+                why: "this process drives a real device through sysfs: drive VFIO functions from another process"
+                    .to_string(),
+            });
+        }
+        let device = crate::vfio::open(&dir, &address)?;
+        if device.real {
+            REAL_DEVICE.store(true, std::sync::atomic::Ordering::SeqCst);
+        } else {
+            simulated_devices().opened = true;
+        }
+        let config = device.descriptor().map_err(|e| PlatformError::io("duplicating a VFIO descriptor", e))?;
+        claims().push(config.as_raw_fd());
+        Ok(PciFunction {
+            bar: Mutex::new(None),
+            opened_before_main: false,
+            dir,
+            address,
+            root: root.to_path_buf(),
+            config,
+            vfio: Some(device),
+        })
+    }
+
     /// Opens the function's configuration space, whatever file system it is on.
     pub(crate) fn open_config(root: &Path, address: &str) -> Result<Self, PlatformError> {
         let address = normalize_address(address)?;
@@ -126,6 +173,7 @@ impl PciFunction {
             address,
             root: root.to_path_buf(),
             config,
+            vfio: None,
         })
     }
 
@@ -173,8 +221,12 @@ impl PciFunction {
         Some(target.file_name()?.to_string_lossy().into_owned())
     }
 
-    /// Fails with [`PlatformError::BoundToKernelDriver`] if a kernel driver owns the function.
+    /// Fails with [`PlatformError::BoundToKernelDriver`] if a kernel driver owns the function
+    /// (vfio-pci, which hands it to user space, does not when it was opened through VFIO).
     pub fn expect_unbound(&self) -> Result<(), PlatformError> {
+        if self.vfio.is_some() {
+            return Ok(());
+        }
         match self.bound_driver() {
             Some(driver) => Err(PlatformError::BoundToKernelDriver {
                 address: self.address.clone(),
@@ -188,20 +240,37 @@ impl PciFunction {
     /// Reads a 16-bit configuration register.
     pub fn config_read_u16(&self, offset: u64) -> Result<u16, PlatformError> {
         let mut b = [0u8; 2];
-        self.config.read_exact_at(&mut b, offset).map_err(|e| PlatformError::io("reading PCI config", e))?;
+        self.config_read(offset, &mut b)?;
         Ok(u16::from_le_bytes(b))
+    }
+
+    fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<(), PlatformError> {
+        match &self.vfio {
+            Some(d) => d.config_read(offset, buf),
+            None => self.config.read_exact_at(buf, offset),
+        }
+        .map_err(|e| PlatformError::io("reading PCI config", e))
+    }
+
+    /// Whether the function was opened through VFIO (its DMA addresses are IOVAs).
+    pub fn through_vfio(&self) -> bool {
+        self.vfio.is_some()
     }
 
     /// Reads a 32-bit configuration register.
     pub fn config_read_u32(&self, offset: u64) -> Result<u32, PlatformError> {
         let mut b = [0u8; 4];
-        self.config.read_exact_at(&mut b, offset).map_err(|e| PlatformError::io("reading PCI config", e))?;
+        self.config_read(offset, &mut b)?;
         Ok(u32::from_le_bytes(b))
     }
 
     /// Writes a 16-bit configuration register.
     pub(crate) fn config_write_u16(&self, offset: u64, value: u16) -> Result<(), PlatformError> {
-        self.config.write_all_at(&value.to_le_bytes(), offset).map_err(|e| PlatformError::io("writing PCI config", e))
+        match &self.vfio {
+            Some(d) => d.config_write(offset, &value.to_le_bytes()),
+            None => self.config.write_all_at(&value.to_le_bytes(), offset),
+        }
+        .map_err(|e| PlatformError::io("writing PCI config", e))
     }
 
     /// Sets memory-space decoding and bus mastering in COMMAND (a 16-bit read-modify-write).
@@ -218,6 +287,10 @@ impl PciFunction {
     /// process holds the function.
     pub fn claim(&self) -> Result<(), PlatformError> {
         use rustix::fs::FlockOperation;
+        // Through VFIO the group is the claim: the kernel lets one process open it.
+        if self.vfio.is_some() {
+            return Ok(());
+        }
         match rustix::fs::flock(&self.config, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => Ok(()),
             Err(rustix::io::Errno::WOULDBLOCK) => {
@@ -241,7 +314,9 @@ impl PciFunction {
     /// ```
     pub(crate) fn map_bar0(&self, expected_len: usize) -> Result<MappedRegion, PlatformError> {
         self.claim()?;
-        let region = if self.opened_before_main {
+        let region = if let Some(d) = &self.vfio {
+            d.map_bar0(&self.address)?
+        } else if self.opened_before_main {
             let taken = self.bar.lock().unwrap_or_else(|e| e.into_inner()).take();
             taken.ok_or_else(|| PlatformError::NotOpenedBeforeMain {
                 address: self.address.clone(),
@@ -443,7 +518,7 @@ impl Drop for PciFunction {
 /// this module, so the confinement lets them stay open.
 static CLAIMS: Mutex<Vec<RawFd>> = Mutex::new(Vec::new());
 
-fn claims() -> std::sync::MutexGuard<'static, Vec<RawFd>> {
+pub(crate) fn claims() -> std::sync::MutexGuard<'static, Vec<RawFd>> {
     CLAIMS.lock().unwrap_or_else(|e| e.into_inner())
 }
 

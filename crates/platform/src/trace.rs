@@ -282,10 +282,11 @@ impl Traced {
     }
 }
 
-/// The x86-64 Linux numbers a tracer works with: system calls, signals, `mmap` flags.
+/// The x86-64 Linux numbers a tracer works with: system calls, signals, errors, flags.
 pub mod linux {
     pub use libc::{
-        SYS_mmap, SYS_munmap, ESRCH, MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_PRIVATE, MAP_SHARED, PROT_NONE,
-        SIGKILL, SIGSEGV, SIGSTOP, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU,
+        SYS_ioctl, SYS_mmap, SYS_munmap, SYS_openat, SYS_pread64, SYS_pwrite64, AT_FDCWD, EBUSY, EEXIST, EFAULT,
+        EINVAL, ENOMEM, ENOTTY, ESRCH, MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_PRIVATE, MAP_SHARED,
+        O_CLOEXEC, O_RDWR, PROT_NONE, SIGKILL, SIGSEGV, SIGSTOP, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU,
     };
 }

@@ -14,6 +14,7 @@
 //! unit tests.
 
 mod flat;
+pub mod iommu;
 mod maps_reader;
 mod proc;
 #[cfg(test)]
@@ -206,6 +207,34 @@ pub trait DmaSpace {
     /// Process `pid` drives function `port` without mapping a BAR (through an I/O BAR): its
     /// memory joins that function's domain, as its mappings would if it mapped the BAR.
     fn adopt(&mut self, _port: usize, _pid: u32) {}
+
+    /// `addr` as function `port` reaches it: through its IOMMU domain if it has one (an
+    /// IOVA), else a physical address in the memory its domain reaches.
+    #[inline(always)]
+    fn locate_for(&self, port: usize, addr: u64) -> Option<Location> {
+        self.locate(addr).filter(|l| self.reaches(port, l.region))
+    }
+
+    /// [`Self::window`] as function `port` reaches it.
+    fn window_for(&self, port: usize, addr: u64) -> Option<Window> {
+        self.window(addr).filter(|w| self.reaches(port, w.region))
+    }
+
+    /// Whether function `port` is behind an IOMMU domain (its addresses are IOVAs).
+    fn translated(&self, _port: usize) -> bool {
+        false
+    }
+
+    /// Changes the IOMMU's domains (`nicsim exec --vfio` asks on behalf of the driver's
+    /// VFIO calls); answers the bytes an unmap removed. Spaces without an IOMMU refuse.
+    fn iommu_op(&mut self, _op: &crate::control::IommuOp) -> Result<u64, String> {
+        Err("this nicsim has no IOMMU".to_string())
+    }
+
+    /// The IOMMU, for statistics and `nicsim fault dma`.
+    fn iommu(&self) -> Option<&iommu::Iommu> {
+        None
+    }
 }
 
 /// The part of a [`DmaSpace`] that one function reaches, as its IOMMU domain would allow:
@@ -226,17 +255,18 @@ impl<'a, D: DmaSpace> Domain<'a, D> {
 impl<D: DmaSpace> DmaSpace for Domain<'_, D> {
     #[inline(always)]
     fn locate(&self, phys: u64) -> Option<Location> {
-        self.space.locate(phys).filter(|l| self.space.reaches(self.port, l.region))
+        self.space.locate_for(self.port, phys)
     }
     fn window(&self, phys: u64) -> Option<Window> {
-        self.space.window(phys).filter(|w| self.space.reaches(self.port, w.region))
+        self.space.window_for(self.port, phys)
     }
     #[inline(always)]
     fn region(&self, index: usize) -> &MappedRegion {
         self.space.region(index)
     }
     fn discover(&mut self, phys: u64) -> bool {
-        self.space.discover(phys)
+        // An IOVA is mapped by `MAP_DMA` alone: no look at the process finds more.
+        !self.space.translated(self.port) && self.space.discover(phys)
     }
     #[inline(always)]
     fn generation(&self) -> u64 {
@@ -259,6 +289,18 @@ impl<D: DmaSpace> DmaSpace for Domain<'_, D> {
     }
     fn adopt(&mut self, port: usize, pid: u32) {
         self.space.adopt(port, pid)
+    }
+    fn locate_for(&self, port: usize, addr: u64) -> Option<Location> {
+        self.space.locate_for(port, addr)
+    }
+    fn window_for(&self, port: usize, addr: u64) -> Option<Window> {
+        self.space.window_for(port, addr)
+    }
+    fn translated(&self, port: usize) -> bool {
+        self.space.translated(port)
+    }
+    fn iommu(&self) -> Option<&iommu::Iommu> {
+        self.space.iommu()
     }
 }
 

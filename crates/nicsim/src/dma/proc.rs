@@ -1,8 +1,10 @@
 //! The DMA space of real drivers: hugetlbfs-backed shared mappings of the processes that map
 //! a BAR, found in `/proc/<pid>/maps` and resolved through `/proc/<pid>/pagemap`.
 
+use super::iommu::{Iommu, MapError, IOMMU_REGIONS};
 use super::maps_reader::{MapsRead, MapsReader};
 use super::{DmaSpace, Location, Window, HUGEPAGE};
+use crate::control::IommuOp;
 use platform::pagemap::Pagemap;
 use platform::MappedRegion;
 use std::cell::Cell;
@@ -91,6 +93,8 @@ pub struct ProcDmaSpace {
     /// Reads the drivers' maps off the engine's thread; without it (it could not start) the
     /// engine reads them itself.
     reader: Option<MapsReader>,
+    /// The domains of functions bound to vfio-pci (`nicsim exec --vfio`).
+    iommu: Iommu,
     /// How many scans ran (for diagnostics).
     pub scans: u64,
 }
@@ -123,6 +127,7 @@ impl ProcDmaSpace {
             last_maintain: Instant::now(),
             last_release_look: Instant::now(),
             reader: MapsReader::start().ok(),
+            iommu: Iommu::default(),
             scans: 0,
         })
     }
@@ -350,7 +355,53 @@ impl DmaSpace for ProcDmaSpace {
 
     #[inline(always)]
     fn region(&self, index: usize) -> &MappedRegion {
+        if index >= IOMMU_REGIONS {
+            return self.iommu.region(index);
+        }
         &self.regions[index].map
+    }
+
+    #[inline(always)]
+    fn locate_for(&self, port: usize, addr: u64) -> Option<Location> {
+        match self.iommu.domain_of(port) {
+            Some(c) => self.iommu.locate(c, addr),
+            None => self.locate(addr).filter(|l| self.reaches(port, l.region)),
+        }
+    }
+
+    fn window_for(&self, port: usize, addr: u64) -> Option<Window> {
+        match self.iommu.domain_of(port) {
+            Some(c) => self.iommu.window(c, addr),
+            None => self.window(addr).filter(|w| self.reaches(port, w.region)),
+        }
+    }
+
+    fn translated(&self, port: usize) -> bool {
+        self.iommu.domain_of(port).is_some()
+    }
+
+    fn iommu(&self) -> Option<&Iommu> {
+        Some(&self.iommu)
+    }
+
+    fn iommu_op(&mut self, op: &IommuOp) -> Result<u64, String> {
+        let done = match *op {
+            IommuOp::Attach { container, pid, port } => {
+                self.iommu.attach(container, pid, port);
+                Ok(0)
+            }
+            IommuOp::Map { container, pid, vaddr, iova, len } => {
+                pin(pid, vaddr, len).and_then(|pieces| self.iommu.map(container, iova, len, pieces)).map(|()| 0)
+            }
+            IommuOp::Unmap { container, iova, len } => self.iommu.unmap(container, iova, len),
+            IommuOp::Release { container } => {
+                self.iommu.release(container);
+                Ok(0)
+            }
+        };
+        // Whatever changed, no engine keeps a translation from before (an IOTLB flush).
+        self.generation += 1;
+        done.map_err(|e| e.to_errno_message())
     }
 
     fn generation(&self) -> u64 {
@@ -377,7 +428,7 @@ impl DmaSpace for ProcDmaSpace {
 
     #[inline(always)]
     fn reaches(&self, port: usize, index: usize) -> bool {
-        self.regions[index].ports & (1 << port) != 0
+        index < IOMMU_REGIONS && self.regions[index].ports & (1 << port) != 0
     }
 
     fn owner(&self, phys: u64) -> Option<u32> {
@@ -482,6 +533,40 @@ fn parse_maps_line(pid: u32, line: &str) -> Option<VmaKey> {
         inode,
         file_offset: offset,
     })
+}
+
+/// Pins `[vaddr, vaddr + len)` of process `pid` for the IOMMU: nicsim maps the memory behind
+/// it, one piece per mapping of the process, and keeps it until the IOVAs are unmapped. Each
+/// piece is `(nicsim's mapping, where the range starts in it, its length)`. Only shared
+/// mappings of files can be shared with nicsim; private memory is refused (docs/nicsim.md).
+fn pin(pid: u32, vaddr: u64, len: u64) -> Result<Vec<(MappedRegion, usize, u64)>, MapError> {
+    let end = vaddr.checked_add(len).ok_or_else(|| MapError::Invalid(format!("{vaddr:#x}+{len:#x} wraps")))?;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map_err(|e| MapError::Fault(format!("reading the maps of process {pid}: {e}")))?;
+    let shared: Vec<VmaKey> = maps.lines().filter_map(|l| parse_maps_line(pid, l)).collect();
+    let mut pieces = Vec::new();
+    let mut at = vaddr;
+    while at < end {
+        let v = shared.iter().find(|v| v.start <= at && at < v.end).ok_or_else(|| {
+            MapError::Fault(format!(
+                "process {pid} has no shared, writable file mapping at {at:#x}: nicsim's IOMMU pins only such memory (hugepages)"
+            ))
+        })?;
+        let piece_end = end.min(v.end);
+        // Whole hugepages around the piece, within the mapping: hugetlbfs maps no less.
+        let from = (at & !(HUGEPAGE - 1)).max(v.start);
+        let to = piece_end.next_multiple_of(HUGEPAGE).min(v.end);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(v.map_files_path())
+            .map_err(|e| MapError::Fault(format!("opening the memory of process {pid} at {at:#x}: {e}")))?;
+        let map = MappedRegion::map_file(&file, v.file_offset + (from - v.start), (to - from) as usize, false)
+            .map_err(|e| MapError::Fault(format!("mapping the memory of process {pid} at {at:#x}: {e}")))?;
+        pieces.push((map, (at - from) as usize, piece_end - at));
+        at = piece_end;
+    }
+    Ok(pieces)
 }
 
 /// Maps a driver's VMA into nicsim if it is hugetlbfs-backed.

@@ -7,7 +7,7 @@
 //! statistics and answers control requests.
 
 use crate::chaos::{Arrival, Chaos, Fault};
-use crate::control::{CaptureEnd, Done, Info, Reply, Request, Stopped};
+use crate::control::{CaptureEnd, Done, Info, IommuDone, IommuOp, Reply, Request, Stopped};
 use crate::dma::{DmaSpace, Domain};
 use crate::flow_control::Pause;
 use crate::histogram::LatencyHistogram;
@@ -20,7 +20,10 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+mod hostile_dma;
 mod stats;
+
+use hostile_dma::hostile_dma;
 pub use stats::{Answer, StatsDraft};
 
 /// Slow-path period.
@@ -99,6 +102,8 @@ pub struct Engine<D: DmaSpace> {
     /// Device resets the slow path has checked for a second mapper: a reset may happen in
     /// the fast path's doorbell poll as well as in a sweep.
     resets_checked: u64,
+    /// When the IOMMU's containers were last checked for processes that ended.
+    last_orphan_look: Instant,
     /// Queue enables the slow path has checked against released memory.
     enables_checked: u64,
 }
@@ -145,6 +150,7 @@ impl<D: DmaSpace> Engine<D> {
             long_slow_passes: SharedLog::new(ENGINE_STALLS_KEPT),
             monotonic_start_ns,
             resets_checked: 0,
+            last_orphan_look: Instant::now(),
             enables_checked: 0,
         }
     }
@@ -350,6 +356,10 @@ impl<D: DmaSpace> Engine<D> {
             self.dma.forget_released();
         }
         self.dma.maintain();
+        if self.last_orphan_look.elapsed() >= Duration::from_secs(1) {
+            self.last_orphan_look = Instant::now();
+            self.release_orphan_containers();
+        }
         if self.dma.generation() != generation {
             for p in self.ports.iter_mut() {
                 // What the driver wrote before it let its memory go counts first: a queue it
@@ -513,7 +523,45 @@ impl<D: DmaSpace> Engine<D> {
                 self.inject(i, fault, now_ps);
                 Ok(Reply::Done(Done {}))
             }
+            Request::Iommu { op } => {
+                let released = match &op {
+                    IommuOp::Release { container } => {
+                        self.dma.iommu().map(|iommu| iommu.ports_of(*container)).unwrap_or_default()
+                    }
+                    _ => Vec::new(),
+                };
+                let bytes = self.dma.iommu_op(&op)?;
+                // vfio-pci resets a function its last user let go.
+                for i in released {
+                    self.ports[i].reset();
+                }
+                self.stop_queues_outside_domains();
+                Ok(Reply::IommuDone(IommuDone { bytes }))
+            }
+            Request::ResetFunction { port } => {
+                let i = self.port_index(port)?;
+                self.ports[i].reset();
+                Ok(Reply::Done(Done {}))
+            }
             Request::Shutdown => Ok(Reply::Done(Done {})),
+        }
+    }
+
+    /// After a change of the IOMMU's domains: every queue whose ring its function no longer
+    /// reaches stops, as a queue on released memory does.
+    fn stop_queues_outside_domains(&mut self) {
+        for p in self.ports.iter_mut() {
+            p.scan_all();
+            p.stop_queues_on_released_memory(&self.dma);
+        }
+    }
+
+    /// Releases the containers of processes that ended without their `nicsim exec` telling
+    /// (it was killed too): their mappings go and their functions are reset.
+    fn release_orphan_containers(&mut self) {
+        let orphans = self.dma.iommu().map(|iommu| iommu.orphans()).unwrap_or_default();
+        for container in orphans {
+            let _ = self.handle(Request::Iommu { op: IommuOp::Release { container } }, self.clock_ps);
         }
     }
 
@@ -539,6 +587,10 @@ impl<D: DmaSpace> Engine<D> {
                 chaos.log(now_ps, "surprise removal".into());
                 self.wires[i].generator.stop();
                 self.ports[i].remove();
+            }
+            Fault::Dma { count, seed } => {
+                chaos.log(now_ps, format!("{count} DMA accesses outside the driver's mappings"));
+                hostile_dma(&mut self.ports[i], &self.dma, count, seed);
             }
             Fault::Off => {
                 if let Some(frame) = chaos.off(now_ps) {

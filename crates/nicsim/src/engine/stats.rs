@@ -6,7 +6,7 @@
 //! "TinyNF's agent").
 
 use super::{Engine, ENGINE_STALL_NS, LATE_DOORBELL_NS};
-use crate::control::{LateDoorbells, PortStats, Reply, Stats};
+use crate::control::{IommuDomain, LateDoorbells, PortStats, Reply, Stats};
 use crate::dma::DmaSpace;
 use crate::flow_control::FlowStats;
 use crate::histogram::LatencyHistogram;
@@ -113,6 +113,13 @@ impl<D: DmaSpace> Engine<D> {
                 injected: w.chaos.injected.clone(),
                 fault_log: w.chaos.log.iter().cloned().collect(),
                 rx_tail_stalls: Vec::new(),
+                iommu: self.dma.iommu().and_then(|iommu| {
+                    let id = iommu.domain_of(p.index)?;
+                    let pid = iommu.containers().iter().find(|c| c.id == id)?.pid;
+                    Some(IommuDomain { container: id, pid, mapped_bytes: iommu.mapped_bytes(id) })
+                }),
+                iommu_faults: p.iommu_faults,
+                hostile_dma: p.hostile_dma,
             })
             .collect();
         let stats = Stats {

@@ -16,6 +16,7 @@
 //! rest of the BAR (the tails, every data-path register) stays the shared file, mapped as
 //! the driver asked.
 
+use super::vfio::{self, Vfio};
 use super::x86::{self, Access, Source};
 use crate::session::Session;
 use platform::process::tgid;
@@ -79,11 +80,21 @@ struct Mapping {
 const TRACED_SYSCALLS: [i64; 2] = [linux::SYS_mmap, linux::SYS_munmap];
 
 /// Runs `command` with its mappings of `bars` served access by access, the first pages of
-/// 82599 BARs through the nicsim serving `root`; returns its exit code (128 + the signal that
-/// ended it). SIGINT and SIGTERM to this process are passed on once.
-pub fn run_trapping_bars(command: &mut Command, bars: &[TrappedBar], root: &Path) -> Result<i32, String> {
+/// 82599 BARs through the nicsim serving `root`, and its VFIO calls answered by `vfio` if
+/// given; returns its exit code (128 + the signal that ended it). SIGINT and SIGTERM to this
+/// process are passed on once.
+pub fn run_trapping_bars(
+    command: &mut Command,
+    bars: &[TrappedBar],
+    root: &Path,
+    vfio: Option<Vfio>,
+) -> Result<i32, String> {
     let program = command.get_program().to_string_lossy().into_owned();
-    let mut traced = Traced::spawn(command, &TRACED_SYSCALLS).map_err(|e| {
+    let mut syscalls = TRACED_SYSCALLS.to_vec();
+    if vfio.is_some() {
+        syscalls.extend(vfio::SYSCALLS);
+    }
+    let mut traced = Traced::spawn(command, &syscalls).map_err(|e| {
         format!("cannot run {program} under ptrace: {e} (is it installed and on PATH, and ptrace allowed?)")
     })?;
     // Opened once the command runs, so that nicsim counts these accesses as the command's.
@@ -104,13 +115,23 @@ pub fn run_trapping_bars(command: &mut Command, bars: &[TrappedBar], root: &Path
             return Err(e);
         }
     };
-    let mut trap = Trap { bars, mappings: Vec::new(), pending: HashMap::new(), session: Session::connect(root) };
+    let mut trap = Trap { bars, mappings: Vec::new(), pending: HashMap::new(), session: Session::connect(root), vfio };
     let mut forwarded = false;
     loop {
         let stop = traced.next_stop().map_err(|e| format!("tracing {program}: {e}"))?;
         let resumed = match stop {
-            Stop::Exited { tid, code } if tid == traced.pid => return Ok(code),
-            Stop::Exited { .. } => Ok(()),
+            Stop::Exited { tid, code } if tid == traced.pid => {
+                if let Some(v) = trap.vfio.as_mut() {
+                    v.finish(&trap.session);
+                }
+                return Ok(code);
+            }
+            Stop::Exited { tid, .. } => {
+                if let Some(v) = trap.vfio.as_mut() {
+                    v.process_ended(tid, &trap.session);
+                }
+                Ok(())
+            }
             Stop::Interrupted => {
                 if platform::signals::terminate_requested() && !forwarded {
                     forwarded = true;
@@ -156,6 +177,8 @@ struct Trap {
     pending: HashMap<u32, PendingMap>,
     /// The nicsim whose engine takes the stores to an 82599's first page.
     session: Session,
+    /// The VFIO calls' state under `nicsim exec --vfio`.
+    vfio: Option<Vfio>,
 }
 
 impl Trap {
@@ -168,6 +191,11 @@ impl Trap {
     /// (MAP_FIXED kept), and note it at the exit. At `munmap`: forget what it covers.
     fn syscall_entry(&mut self, traced: &Traced, tid: u32) -> std::io::Result<()> {
         let mut regs = traced.registers(tid)?;
+        if let Some(v) = self.vfio.as_mut() {
+            if vfio::SYSCALLS.contains(&(regs.syscall as i64)) {
+                return v.entry(traced, tid, &self.session);
+            }
+        }
         let args = regs.syscall_args();
         if regs.syscall == linux::SYS_munmap as u64 {
             let (start, end, tgid) = (args[0], args[0].saturating_add(args[1]), tgid(tid));
@@ -192,6 +220,9 @@ impl Trap {
     /// After the `mmap` of a BAR: note what is served; for an 82599's BAR0, map the pages after
     /// the first one as the command asked, over the inaccessible memory.
     fn syscall_exit(&mut self, traced: &Traced, tid: u32, ret: i64) {
+        if let Some(v) = self.vfio.as_mut() {
+            v.exit(traced, tid, ret);
+        }
         let Some(p) = self.pending.remove(&tid) else { return };
         // -4095..-1 are errors [syscall(2)].
         if (-4095..0).contains(&ret) {

@@ -5,6 +5,8 @@
 //! `/sys/bus/pci/drivers`, and a hugetlbfs on `/mnt/huge` (where ixy and its ports look).
 //! With `uio`: every function is bound to `uio_pci_generic` ([`sysfs::present_as_uio`]),
 //! `/sys/class/uio` and `/dev/uioN` are added, and DPDK's EAL claims the functions.
+//! With `vfio`: every 82599 is bound to `vfio-pci` in an IOMMU group of its own, and the
+//! command's VFIO calls are answered by [`vfio`], its DMA translated by nicsim's IOMMU.
 
 /// Whether DPDK's ixgbe driver gave up on a port because nicsim answered later than the card
 /// would, which only happens while nicsim's engine is off its core (docs/dpdk.md): CTRL.RST
@@ -24,6 +26,7 @@ pub fn dpdk_missed_a_deadline(log: &str) -> bool {
     .any(|m| log.contains(m))
 }
 mod mmio_trap;
+pub mod vfio;
 pub mod x86;
 
 use crate::sysfs;
@@ -34,8 +37,10 @@ use std::path::{Path, PathBuf};
 const IXY_HUGETLBFS: &str = "/mnt/huge";
 
 /// Sets up this process's view of the machine (see the module); call it while the process
-/// has a single thread, then run the command.
-pub fn enter(root: &Path, uio: bool) -> Result<(), String> {
+/// has a single thread, then run the command. With `vfio`, the functions were bound to
+/// vfio-pci ([`sysfs::present_as_vfio`]): `/dev/vfio`, `/sys/kernel/iommu_groups` and
+/// `/sys/module/vfio*` are added.
+pub fn enter(root: &Path, uio: bool, vfio: bool) -> Result<(), String> {
     let devices = root.join("devices");
     if !devices.is_dir() {
         return Err(format!(
@@ -61,6 +66,16 @@ pub fn enter(root: &Path, uio: bool) -> Result<(), String> {
         let dev: Vec<(String, PathBuf)> =
             ports.iter().map(|n| (format!("uio{n}"), root.join("dev").join(format!("uio{n}")))).collect();
         platform::ns::extend_directory(Path::new("/dev"), &dev).map_err(|e| e.to_string())?;
+    }
+    if vfio {
+        let fail = |e: platform::PlatformError| e.to_string();
+        platform::ns::bind_mount(&root.join("iommu_groups"), Path::new("/sys/kernel/iommu_groups")).map_err(fail)?;
+        platform::ns::extend_directory(Path::new("/dev"), &[("vfio".to_string(), root.join("vfio"))]).map_err(fail)?;
+        let modules: Vec<(String, PathBuf)> = ["vfio", "vfio_pci", "vfio_iommu_type1"]
+            .iter()
+            .map(|m| (m.to_string(), root.join("module").join(m)))
+            .collect();
+        platform::ns::extend_directory(Path::new("/sys/module"), &modules).map_err(fail)?;
     }
     let huge = Path::new(IXY_HUGETLBFS);
     if !platform::fs::hugetlbfs_mounts().iter().any(|m| m == huge) {

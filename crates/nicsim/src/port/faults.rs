@@ -24,6 +24,13 @@ pub enum Access {
     ReleasedRing,
 }
 
+impl Access {
+    /// Whether the device writes (else reads) in this access.
+    pub fn is_write(self) -> bool {
+        matches!(self, Access::DescriptorWriteBack | Access::PacketBufferWrite | Access::HeadWriteBack)
+    }
+}
+
 impl fmt::Display for Access {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -62,7 +69,7 @@ impl Port {
         for k in 0..self.active_rx.len() {
             let q = self.active_rx[k];
             let r = self.rx[q as usize];
-            if !r.faulted && r.ring.is_some() && dma.locate(r.base).is_none() {
+            if !r.faulted && r.ring.is_some() && dma.locate_for(self.index, r.base).is_none() {
                 self.fault(dma, Direction::Rx, q, r.head, r.base, Access::ReleasedRing);
                 stopped += 1;
             }
@@ -71,7 +78,7 @@ impl Port {
             let q = self.active_tx[k];
             let t = &self.tx[q as usize];
             let (base, head) = (t.base, t.head);
-            if t.enabled && !t.faulted && t.ring_seen && dma.locate(base).is_none() {
+            if t.enabled && !t.faulted && t.ring_seen && dma.locate_for(self.index, base).is_none() {
                 self.fault(dma, Direction::Tx, q, head, base, Access::ReleasedRing);
                 stopped += 1;
             }
@@ -90,10 +97,18 @@ impl Port {
         access: Access,
     ) {
         self.fault_count += 1;
+        let translated = dma.translated(self.index);
+        if translated {
+            self.iommu_faults += 1;
+        }
         if self.faults.len() < MAX_FAULTS {
-            let owner = dma.owner(address);
+            let owner = if translated { None } else { dma.owner(address) };
             let what = match (access, owner) {
                 (Access::ReleasedRing, _) => "the driver released this memory with the queue still enabled".to_string(),
+                (_, _) if translated => format!(
+                    "IOMMU fault ({}): IOVA not mapped in the function's VFIO container; not performed",
+                    if access.is_write() { "write" } else { "read" }
+                ),
                 (_, Some(pid)) => {
                     format!("is memory of process {pid}, which does not map this function's BAR (another function's domain)")
                 }

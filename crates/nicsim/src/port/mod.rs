@@ -188,6 +188,10 @@ pub struct Port {
     pub lint: Lints,
     pub faults: Vec<DmaFault>,
     pub fault_count: u64,
+    /// The faults of [`Self::fault_count`] an IOMMU domain reported.
+    pub iommu_faults: u64,
+    /// `nicsim fault dma`'s accesses so far.
+    pub hostile_dma: crate::control::HostileDma,
     fifo: VecDeque<Vec<u8>>,
     fifo_bytes: usize,
     spare: Vec<Vec<u8>>,
@@ -279,6 +283,8 @@ impl Port {
             lint: Lints::new(index),
             faults: Vec::new(),
             fault_count: 0,
+            iommu_faults: 0,
+            hostile_dma: Default::default(),
             fifo: VecDeque::new(),
             fifo_bytes: 0,
             spare: Vec::new(),

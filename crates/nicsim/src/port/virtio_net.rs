@@ -206,6 +206,9 @@ impl Port {
             }
             QueueError::Fault(address) => {
                 self.fault_count += 1;
+                if dma.translated(index) {
+                    self.iommu_faults += 1;
+                }
                 let direction = if q == RX { Direction::Rx } else { Direction::Tx };
                 eprintln!(
                     "nicsim: DMA fault: port {index} virtqueue {q} chain {head}: at {address:#x}: not memory the driver gave the device; queue stopped"

@@ -217,6 +217,9 @@ impl<'r> PlainMemory<'r> {
 
 /// Hugepage memory laid out in areas ([`DmaLayout`]), the only memory given to a device.
 pub struct DmaRegion {
+    /// Under VFIO, the region's IOVAs (the bus addresses a device is given); dropped with the
+    /// mapping.
+    iova: Option<crate::vfio::IovaMapping>,
     /// `Some` until `Drop` hands it to [`retention`].
     mapping: Option<MappedRegion>,
     page_phys: Vec<u64>,
@@ -236,22 +239,23 @@ impl DmaRegion {
         let len = layout.size().max(1).div_ceil(HUGEPAGE) * HUGEPAGE;
         let file = memfd::sealed_hugepages(len)?;
         let mapping = MappedRegion::map_file(&file, 0, len, true).map_err(|e| memfd::hugepage_error(e, len))?;
-        let pagemap = crate::pagemap::Pagemap::own()?;
-        let mut page_phys = Vec::with_capacity(len / HUGEPAGE);
-        for page in 0..len / HUGEPAGE {
+        let pages = len / HUGEPAGE;
+        for page in 0..pages {
             mapping.write_u64(page * HUGEPAGE, 0);
-            let phys = pagemap.translate(mapping.virt_addr() + page * HUGEPAGE)?.ok_or_else(|| {
-                PlatformError::io("hugepage not present after touching it", std::io::Error::other("pagemap"))
-            })?;
-            page_phys.push(phys);
         }
+        // Under VFIO the bus address is an IOVA of the process's container; else physical.
+        let iova = crate::vfio::map_dma(&mapping)?;
+        let page_phys = match &iova {
+            Some(m) => (0..pages).map(|p| m.iova + (p * HUGEPAGE) as u64).collect(),
+            None => physical_pages(&mapping, pages)?,
+        };
         // The keeper maps the file too, so the pages outlive this process's mapping.
         let kept = crate::keeper::keeps_queues();
         if kept {
             crate::keeper::hold_memory(&file)?;
         }
         retention::made(kept);
-        Ok(DmaRegion { mapping: Some(mapping), page_phys, areas: layout.areas.clone(), kept })
+        Ok(DmaRegion { iova, mapping: Some(mapping), page_phys, areas: layout.areas.clone(), kept })
     }
 
     fn mapping(&self) -> &MappedRegion {
@@ -350,9 +354,31 @@ impl DmaRegion {
 impl Drop for DmaRegion {
     fn drop(&mut self) {
         if let Some(mapping) = self.mapping.take() {
-            retention::dropped(mapping, self.kept);
+            retention::dropped(retention::Retained { _iova: self.iova.take(), _mapping: mapping }, self.kept);
         }
     }
+}
+
+/// The physical address of each hugepage of `mapping`, from pagemap (needs root).
+fn physical_pages(mapping: &MappedRegion, pages: usize) -> Result<Vec<u64>, PlatformError> {
+    PHYSICAL_REGIONS.store(true, std::sync::atomic::Ordering::SeqCst);
+    let pagemap = crate::pagemap::Pagemap::own()?;
+    (0..pages)
+        .map(|page| {
+            pagemap.translate(mapping.virt_addr() + page * HUGEPAGE)?.ok_or_else(|| {
+                PlatformError::io("hugepage not present after touching it", std::io::Error::other("pagemap"))
+            })
+        })
+        .collect()
+}
+
+/// Set once a region was given physical addresses: a VFIO container joined later could not
+/// translate them.
+static PHYSICAL_REGIONS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether a region with physical addresses was made in this process.
+pub(crate) fn physical_regions_made() -> bool {
+    PHYSICAL_REGIONS.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 #[cfg(test)]

@@ -12,13 +12,21 @@
 //! any order frees nothing a live hold could still need.
 
 use crate::mem::MappedRegion;
+use crate::vfio::IovaMapping;
 use std::sync::{Mutex, MutexGuard};
+
+/// A dropped region's mapping and, under VFIO, its IOVAs: fields drop in order, so the IOMMU
+/// forgets the IOVAs before the memory is unmapped.
+pub(super) struct Retained {
+    pub(super) _iova: Option<IovaMapping>,
+    pub(super) _mapping: MappedRegion,
+}
 
 struct Retention {
     /// Holds alive or leaked.
     holds: usize,
     /// Regions dropped while a hold lived, and whether the keeper holds each.
-    kept: Vec<(MappedRegion, bool)>,
+    kept: Vec<(Retained, bool)>,
     /// Regions alive or kept here whose file the keeper does not hold.
     not_with_keeper: usize,
 }
@@ -69,7 +77,7 @@ pub(super) fn made(kept: bool) {
 }
 
 /// A region was dropped: unmapped now, or kept until the last hold goes.
-pub(super) fn dropped(mapping: MappedRegion, kept: bool) {
+pub(super) fn dropped(mapping: Retained, kept: bool) {
     let mut r = retention();
     if r.holds > 0 {
         r.kept.push((mapping, kept));
