@@ -242,7 +242,7 @@ mod tests {
         iommu.attach(2, 20, 1);
         iommu.map(1, 0x10_0000, 0x2000, vec![(anon(0x3000), 0x1000, 0x2000)]).unwrap();
         let l = iommu.locate(1, 0x10_1800).unwrap();
-        assert_eq!((l.region, l.offset, l.avail), (IOMMU_REGIONS, 0x1800 + 0x800, 0x800));
+        assert_eq!((l.region, l.offset, l.avail), (IOMMU_REGIONS, 0x1000 + 0x1800, 0x800));
         assert!(iommu.locate(1, 0x10_2000).is_none(), "one past the end");
         assert!(iommu.locate(1, 0x0f_f000).is_none(), "below the start");
         assert!(iommu.locate(2, 0x10_1800).is_none(), "another container's mapping");
