@@ -165,3 +165,13 @@ mod tests {
         assert!(!is_hugetlbfs(&f).unwrap());
     }
 }
+
+/// Takes an exclusive `flock` on `file` if no other open file holds one: `true` if taken. The
+/// lock goes with the last descriptor of this open file.
+pub fn try_lock_exclusive(file: &std::fs::File) -> std::io::Result<bool> {
+    match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -15,4 +15,5 @@ mod forwarding;
 mod gen;
 mod manifest;
 mod peers;
+mod vfio;
 mod virtio;

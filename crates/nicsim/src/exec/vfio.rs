@@ -111,6 +111,9 @@ struct Function {
     /// The process that holds the group open, and the container it joined.
     opened_by: Option<u32>,
     container: Option<u64>,
+    /// An exclusive lock on the node while a process of this `nicsim exec` may hold the group:
+    /// the kernel lets one process open a group, whichever `nicsim exec` runs it.
+    lock: Option<File>,
 }
 
 struct Container {
@@ -127,6 +130,8 @@ struct Container {
 enum Outcome {
     /// Not nicsim's: run it.
     Run,
+    /// Run it, and see its result ([`Vfio::exit`]).
+    RunToExit,
     /// Answered here: skip the call and return this (a negative errno on failure).
     Answer(i64),
     /// Run as another call (registers already changed).
@@ -178,6 +183,7 @@ impl Vfio {
                 address,
                 opened_by: None,
                 container: None,
+                lock: None,
             });
         }
         let containers_dir = root.join("vfio").join("containers");
@@ -185,7 +191,8 @@ impl Vfio {
         Ok(Vfio {
             functions,
             containers: Vec::new(),
-            next_container: 1,
+            // Unique across every `nicsim exec` of one nicsim: the engine's IOMMU keys on it.
+            next_container: u64::from(std::process::id()) << 20,
             containers_dir,
             answers: HashMap::new(),
             opening: HashMap::new(),
@@ -203,6 +210,7 @@ impl Vfio {
         };
         match outcome {
             Outcome::Run => traced.resume(tid, 0),
+            Outcome::RunToExit => traced.resume_to_syscall_exit(tid),
             Outcome::Answer(value) => {
                 self.answers.insert(tid, value);
                 // Number -1 skips the call; its result is set at the exit.
@@ -228,6 +236,8 @@ impl Vfio {
         if let Some(f) = self.opening.remove(&tid) {
             if ret >= 0 {
                 self.functions[f].opened_by = Some(tgid(tid));
+            } else {
+                self.functions[f].lock = None;
             }
         }
     }
@@ -237,6 +247,7 @@ impl Vfio {
     pub fn process_ended(&mut self, pid: u32, session: &Session) {
         for f in self.functions.iter_mut().filter(|f| f.opened_by == Some(pid)) {
             f.opened_by = None;
+            f.lock = None;
         }
         let (gone, kept): (Vec<Container>, Vec<Container>) = self.containers.drain(..).partition(|c| c.tgid == pid);
         self.containers = kept;
@@ -292,8 +303,12 @@ impl Vfio {
                 return Outcome::Answer(-(linux::EBUSY as i64));
             }
         }
+        let node = root_node(&self.containers_dir, group);
+        let locked = File::open(&node).ok().filter(|file| platform::fs::try_lock_exclusive(file).unwrap_or(false));
+        let Some(lock) = locked else { return Outcome::Answer(-(linux::EBUSY as i64)) };
+        self.functions[f].lock = Some(lock);
         self.opening.insert(tid, f);
-        Outcome::Run
+        Outcome::RunToExit
     }
 
     fn kind_of(&self, tid: u32, fd: u64) -> Option<Descriptor> {
@@ -516,6 +531,11 @@ impl Vfio {
         };
         Outcome::Answer(if done.is_some() { count as i64 } else { -(linux::EFAULT as i64) })
     }
+}
+
+/// Group `group`'s node in nicsim's root, beside the containers' directory.
+fn root_node(containers_dir: &Path, group: u32) -> PathBuf {
+    containers_dir.with_file_name(group.to_string())
 }
 
 enum Descriptor {

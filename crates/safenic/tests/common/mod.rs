@@ -24,6 +24,8 @@ pub const B: &str = "0000:5e:00.1";
 pub const RATE_PPS: f64 = 2_000_000.0;
 /// Prefix of the scratch directories of these tests under /dev/shm.
 pub const SCRATCH_PREFIX: &str = "safenic-test";
+/// The unprivileged user drivers run as over VFIO (`nobody` on most systems).
+pub const NOBODY: u32 = 65534;
 
 /// A driver following the contract: `<command…> <mode> <BDF-in> <BDF-out> [--sysfs DIR] …`.
 /// `{mode}` in the command is replaced by the mode (for one-binary-per-model drivers) and
@@ -141,6 +143,29 @@ impl Sim {
                 .stderr(Stdio::piped()),
         )
         .expect("spawning nicsim exec")
+    }
+    /// `nicsim exec --vfio <exec_args…> -- setpriv … -- driver mode args… --cpu 1`: the
+    /// functions bound to vfio-pci, the driver run as `nobody` with no capability from its
+    /// first instruction (`--vfio-user 65534` among `exec_args` gives it the groups).
+    pub fn exec_fwd_vfio(&self, driver: Driver, mode: &str, args: &[&str], exec_args: &[&str]) -> Reaped {
+        let nicsim = Path::new(SAFENIC).with_file_name("nicsim");
+        let (uid, gid) = (format!("--reuid={NOBODY}"), format!("--regid={NOBODY}"));
+        Reaped::spawn(
+            Command::new(nicsim)
+                .arg("--root")
+                .arg(&self.root)
+                .args(["exec", "--vfio"])
+                .args(exec_args)
+                .args(["--", "setpriv", &uid, &gid, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"])
+                .args(driver.words(mode))
+                .arg(mode)
+                .args(args)
+                .args(["--cpu", "1"])
+                .env_remove("SAFENIC_SYSFS")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
+        .expect("spawning nicsim exec --vfio")
     }
     /// Waits until the driver has both ports' receive and transmit queues up.
     pub fn wait_driver_ready(&self, child: &mut Reaped) {
