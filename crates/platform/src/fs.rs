@@ -134,6 +134,16 @@ pub fn make_fifo(path: &std::path::Path) -> io::Result<()> {
     }
 }
 
+/// Takes an exclusive `flock` on `file` if no other open file holds one: `true` if taken. The
+/// lock goes with the last descriptor of this open file.
+pub fn try_lock_exclusive(file: &std::fs::File) -> std::io::Result<bool> {
+    match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,15 +173,5 @@ mod tests {
     fn tmpfs_is_not_hugetlbfs() {
         let f = File::open("/proc/self/status").unwrap();
         assert!(!is_hugetlbfs(&f).unwrap());
-    }
-}
-
-/// Takes an exclusive `flock` on `file` if no other open file holds one: `true` if taken. The
-/// lock goes with the last descriptor of this open file.
-pub fn try_lock_exclusive(file: &std::fs::File) -> std::io::Result<bool> {
-    match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(true),
-        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
-        Err(e) => Err(e.into()),
     }
 }
