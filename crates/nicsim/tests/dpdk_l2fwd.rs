@@ -38,17 +38,30 @@ fn c_l2fwd() -> PathBuf {
 
 use nicsim::exec::dpdk_missed_a_deadline as missed_reset_poll;
 
-/// `binary` under `nicsim exec --uio`, forwarding between both ports, and its log's path;
-/// `Err` with the log when DPDK gave up on a port after its reset poll.
-fn start_l2fwd(sim: &Nicsim, binary: &Path) -> Result<(Reaped, PathBuf), String> {
+/// How `nicsim exec` presents the functions, and what DPDK's EAL is told beside.
+#[derive(Clone, Copy)]
+struct Binding {
+    exec: &'static str,
+    eal: &'static [&'static str],
+}
+
+const UIO: Binding = Binding { exec: "--uio", eal: &[] };
+/// vfio-pci, and DMA addresses that are the physical addresses DPDK reads from pagemap.
+const VFIO_PA: Binding = Binding { exec: "--vfio", eal: &["--iova-mode=pa"] };
+
+/// `binary` under `nicsim exec` with `binding`, forwarding between both ports, and its log's
+/// path; `Err` with the log when DPDK gave up on a port after its reset poll.
+fn start_l2fwd(sim: &Nicsim, binary: &Path, binding: Binding) -> Result<(Reaped, PathBuf), String> {
     let log_path = sim.scratch_file("l2fwd.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let root = sim.root.to_str().unwrap().to_string();
     let mut run = Reaped::spawn(
         Command::new(BIN)
-            .args(["--root", &root, "exec", "--uio", "--", "stdbuf", "-oL"])
+            .args(["--root", &root, "exec", binding.exec, "--", "stdbuf", "-oL"])
             .arg(binary)
-            .args(["-l", "0-1", "-n", "1", "--in-memory", "-a", A, "-a", B, "--", "-p", "0x3", "-T", "0"])
+            .args(["-l", "0-1", "-n", "1", "--in-memory"])
+            .args(binding.eal)
+            .args(["-a", A, "-a", B, "--", "-p", "0x3", "-T", "0"])
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log),
@@ -70,13 +83,15 @@ fn start_l2fwd(sim: &Nicsim, binary: &Path) -> Result<(Reaped, PathBuf), String>
 }
 
 /// Runs `binary` on nicsim's two ports and checks every frame arrived once, in order.
-fn forwards_every_frame_once(binary: &Path, name: &str) -> String {
+fn forwards_every_frame_once(binary: &Path, name: &str, binding: Binding) -> String {
     let sim = Nicsim::start(name, &[]);
-    let (run, log_path) = start_dpdk(name, || start_l2fwd(&sim, binary));
+    let (run, log_path) = start_dpdk(name, || start_l2fwd(&sim, binary, binding));
     let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     if let Err(e) = sim.wait_ports_up(Duration::from_secs(30), || Ok(())) {
         panic!("{e}; {name}'s log:\n{}", read_log());
     }
+    let through_iommu = sim.stats().ports.iter().all(|p| p.iommu.is_some());
+    assert_eq!(through_iommu, binding.exec == "--vfio", "{name}: IOMMU domains: {:?}", sim.stats().ports[0].iommu);
     for round in 1..=ROUNDS {
         for port in [0, 1] {
             sim.start_traffic(port, TrafficSpec { count: Some(ROUND), ..TrafficSpec::default() }).unwrap();
@@ -115,7 +130,7 @@ fn forwards_every_frame_once(binary: &Path, name: &str) -> String {
 
 #[test]
 fn the_rust_l2fwd_forwards_every_frame_once_through_dpdks_ixgbe_driver() {
-    let log = forwards_every_frame_once(&rust_l2fwd(), "l2fwd-rust");
+    let log = forwards_every_frame_once(&rust_l2fwd(), "l2fwd-rust", UIO);
     let frames = 2 * ROUNDS * ROUND;
     let lines = [
         format!("Total packets sent: {frames:>18}"),
@@ -129,5 +144,16 @@ fn the_rust_l2fwd_forwards_every_frame_once_through_dpdks_ixgbe_driver() {
 
 #[test]
 fn dpdks_c_l2fwd_forwards_every_frame_once_on_nicsim_too() {
-    forwards_every_frame_once(&c_l2fwd(), "l2fwd-c");
+    forwards_every_frame_once(&c_l2fwd(), "l2fwd-c", UIO);
+}
+
+/// The same C l2fwd on functions bound to vfio-pci (no `--uio`): DPDK's VFIO code opens the
+/// container and groups, maps its hugepages into the IOMMU, and the device reaches them only
+/// through it; its container goes when it exits.
+#[test]
+fn dpdks_c_l2fwd_forwards_every_frame_once_through_vfio() {
+    let log = forwards_every_frame_once(&c_l2fwd(), "l2fwd-c-vfio", VFIO_PA);
+    for line in ["VFIO support initialized", "Using IOMMU type 1", "Selected IOVA mode 'PA'"] {
+        assert!(log.contains(line), "{line}:\n{log}");
+    }
 }

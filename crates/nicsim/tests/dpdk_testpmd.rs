@@ -44,7 +44,7 @@ use nicsim::exec::dpdk_missed_a_deadline as missed_reset_poll;
 
 /// testpmd, forwarding, and the path of its log; `Err` with the log when DPDK gave up on a
 /// port after its reset poll ([`missed_reset_poll`]).
-fn start_testpmd(sim: &Nicsim, script: &str) -> Result<(Reaped, std::path::PathBuf), String> {
+fn start_testpmd(sim: &Nicsim, script: &str, exec: &[&str]) -> Result<(Reaped, std::path::PathBuf), String> {
     let commands = sim.scratch_file("testpmd.cmd");
     std::fs::write(&commands, script).unwrap();
     let log_path = sim.scratch_file("testpmd.log");
@@ -53,7 +53,10 @@ fn start_testpmd(sim: &Nicsim, script: &str) -> Result<(Reaped, std::path::PathB
     let mut run = Reaped::spawn(
         Command::new(BIN)
             // Line-buffered, so that "Press enter to exit" (forwarding has started) shows at once.
-            .args(["--root", &root, "exec", "--uio", "--", "stdbuf", "-oL", testpmd(), "-l", "0-1", "-n", "1"])
+            .args(["--root", &root, "exec"])
+            .args(&exec[..1])
+            .args(["--", "stdbuf", "-oL", testpmd(), "-l", "0-1", "-n", "1"])
+            .args(&exec[1..])
             .arg("--in-memory")
             // Names the virtio interface DPDK chose ("modern virtio pci detected").
             .arg("--log-level=pmd.net.virtio.init:debug")
@@ -81,10 +84,29 @@ fn start_testpmd(sim: &Nicsim, script: &str) -> Result<(Reaped, std::path::PathB
     Ok((run, log_path))
 }
 
+const UIO: &[&str] = &["--uio"];
+
 #[test]
 fn testpmd_forwards_every_frame_exactly_once() {
     let sim = Nicsim::start("testpmd", &[]);
-    forward_every_frame_exactly_once(&sim, COMMANDS);
+    forward_every_frame_exactly_once(&sim, COMMANDS, UIO);
+}
+
+/// On functions bound to vfio-pci, DMA addresses being virtual addresses (`--iova-mode=va`,
+/// DPDK's default without root) and physical ones (`pa`): each is an IOVA of DPDK's container.
+#[test]
+fn testpmd_forwards_every_frame_exactly_once_through_vfio_in_both_iova_modes() {
+    for mode in ["va", "pa"] {
+        let sim = Nicsim::start(&format!("testpmd-vfio-{mode}"), &[]);
+        let eal = format!("--iova-mode={mode}");
+        let log = forward_every_frame_exactly_once(&sim, COMMANDS, &["--vfio", &eal]);
+        let selected = format!("Selected IOVA mode '{}'", mode.to_uppercase());
+        for line in ["VFIO support initialized", "Using IOMMU type 1", selected.as_str()] {
+            assert!(log.contains(line), "{line}:\n{log}");
+        }
+        let gone = sim.stats();
+        assert!(gone.ports.iter().all(|p| p.iommu.is_none() && p.iommu_faults == 0), "{:?}", gone.ports[0].iommu);
+    }
 }
 
 /// virtio-net has no 802.3x settings: nicsim holds the generator while a receive queue is full.
@@ -95,15 +117,15 @@ fn testpmd_forwards_every_frame_exactly_once_on_virtio_net() {
     // (VIRTIO_NET_CTRL_MAC_TABLE_SET): it must be taken, and lint stays silent.
     let script = "mac_addr add 0 02:00:00:00:00:99\nmac_addr add 1 02:00:00:00:00:98\n\
                   set fwd io retry\nset burst tx delay 10 retry 1000000\n";
-    let log = forward_every_frame_exactly_once(&sim, script);
+    let log = forward_every_frame_exactly_once(&sim, script, UIO);
     assert!(log.contains("modern virtio pci detected"), "DPDK uses the modern interface:\n{log}");
     assert!(!log.contains("mac_addr_cmd error"), "the MAC table was refused:\n{log}");
 }
 
 /// Runs testpmd with `script` on `sim`'s two ports, sends FRAMES each way, checks that each
 /// arrived exactly once, and returns testpmd's log.
-fn forward_every_frame_exactly_once(sim: &Nicsim, script: &str) -> String {
-    let (mut run, log_path) = start_dpdk("testpmd", || start_testpmd(sim, script));
+fn forward_every_frame_exactly_once(sim: &Nicsim, script: &str, exec: &[&str]) -> String {
+    let (mut run, log_path) = start_dpdk("testpmd", || start_testpmd(sim, script, exec));
     let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     if let Err(e) = sim.wait_ports_up(Duration::from_secs(30), || Ok(())) {
         panic!("{e}; testpmd's log:\n{}", read_log());
