@@ -21,6 +21,8 @@ use std::process::Command;
 pub struct Registers {
     pub gp: [u64; 16],
     pub rip: u64,
+    /// RFLAGS.
+    pub flags: u64,
     /// The system call number at a system-call stop (orig_rax).
     pub syscall: u64,
     raw: libc::user_regs_struct,
@@ -46,6 +48,7 @@ impl Registers {
                 r.r15,
             ],
             rip: r.rip,
+            flags: r.eflags,
             syscall: r.orig_rax,
             raw: r,
         }
@@ -57,6 +60,7 @@ impl Registers {
         (r.rax, r.rcx, r.rdx, r.rbx, r.rsp, r.rbp, r.rsi, r.rdi) = (g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]);
         (r.r8, r.r9, r.r10, r.r11, r.r12, r.r13, r.r14, r.r15) = (g[8], g[9], g[10], g[11], g[12], g[13], g[14], g[15]);
         r.rip = self.rip;
+        r.eflags = self.flags;
         r.orig_rax = self.syscall;
         r
     }

@@ -1,6 +1,7 @@
 // The OS boundary of the C baseline. Same checks, same order and same messages as
 // crates/platform, so the two drivers fail identically.
 #include "platform.h"
+#include "vfio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <linux/memfd.h>
 #include <sys/mman.h>
 #include <sys/sysmacros.h>
 #include <sys/stat.h>
@@ -124,7 +126,7 @@ unsigned pci_vendor(const char *root, const char *address)
 static uint16_t config_read_u16(const struct pci_function *f, off_t offset)
 {
 	uint16_t v;
-	if (pread(f->config_fd, &v, sizeof v, offset) != (ssize_t)sizeof v) {
+	if (pread(f->config_fd, &v, sizeof v, f->config_base + offset) != (ssize_t)sizeof v) {
 		die("reading %s/config: %s", f->dir, strerror(errno));
 	}
 	return v;
@@ -132,7 +134,7 @@ static uint16_t config_read_u16(const struct pci_function *f, off_t offset)
 
 static void config_write_u16(const struct pci_function *f, off_t offset, uint16_t v)
 {
-	if (pwrite(f->config_fd, &v, sizeof v, offset) != (ssize_t)sizeof v) {
+	if (pwrite(f->config_fd, &v, sizeof v, f->config_base + offset) != (ssize_t)sizeof v) {
 		die("writing %s/config: %s", f->dir, strerror(errno));
 	}
 }
@@ -204,6 +206,18 @@ void pci_open(struct pci_function *f, const char *root, const char *address, uin
 		    "--sysfs <nicsim root>/devices or use `nicsim exec`)",
 		    f->address, root, root);
 	}
+	f->vfio = 0;
+	f->config_base = 0;
+	if (vfio_bound(f->dir)) {
+		// The group is the claim: the kernel lets one process open it.
+		vfio_open(f);
+		unsigned v = read_hex_file(f, "vendor"), d = read_hex_file(f, "device");
+		if (v != vendor || d != device) {
+			die("PCI function %s is %04x:%04x, not %s: pass the address of %s", f->address, v, d, expected, expected);
+		}
+		config_write_u16(f, 0x04, config_read_u16(f, 0x04) | (1u << 1) | (1u << 2));
+		return;
+	}
 	char config[4200];
 	snprintf(config, sizeof config, "%s/config", f->dir);
 	f->config_fd = open(config, O_RDWR | O_CLOEXEC);
@@ -233,6 +247,17 @@ void pci_open(struct pci_function *f, const char *root, const char *address, uin
 
 volatile uint32_t *pci_map_bar0(const struct pci_function *f, size_t expected_len)
 {
+	if (f->vfio) {
+		if (f->bar0_size != expected_len) {
+			die("%s's BAR0 has %#zx bytes through VFIO, expected %#zx: BAR0 size mismatch", f->address, f->bar0_size,
+			    expected_len);
+		}
+		void *bar = mmap(NULL, expected_len, PROT_READ | PROT_WRITE, MAP_SHARED, f->config_fd, f->bar0_offset);
+		if (bar == MAP_FAILED) {
+			die("mapping BAR0 of %s through VFIO: %s", f->address, strerror(errno));
+		}
+		return (volatile uint32_t *)bar;
+	}
 	char path[4200];
 	snprintf(path, sizeof path, "%s/resource0", f->dir);
 	int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -293,10 +318,40 @@ __attribute__((noreturn)) static void hugepage_error(int err, size_t len)
 	die("allocating hugepage memory: %s", strerror(err));
 }
 
+// DMA memory under VFIO: a hugetlb memfd (no file system to write in), mapped into the
+// container; its bus addresses are IOVAs.
+static void dma_allocate_vfio(struct dma_block *b, size_t len)
+{
+	int fd = memfd_create("safenic-c-dma", MFD_CLOEXEC | MFD_HUGETLB | MFD_HUGE_2MB);
+	if (fd < 0 || ftruncate(fd, (off_t)len) != 0) {
+		hugepage_error(errno, len);
+	}
+	void *virt = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	int err = errno;
+	close(fd);
+	if (virt == MAP_FAILED) {
+		hugepage_error(err, len);
+	}
+	b->virt = virt;
+	b->len = len;
+	b->page_phys = calloc(len / HUGEPAGE_SIZE, sizeof(uint64_t));
+	if (!b->page_phys) {
+		die("out of memory");
+	}
+	uint64_t iova = vfio_map_dma(virt, len);
+	for (size_t page = 0; page < len / HUGEPAGE_SIZE; page++) {
+		b->page_phys[page] = iova + page * HUGEPAGE_SIZE;
+	}
+}
+
 void dma_allocate(struct dma_block *b, size_t len)
 {
 	static unsigned counter;
 	len = (len + HUGEPAGE_SIZE - 1) / HUGEPAGE_SIZE * HUGEPAGE_SIZE;
+	if (vfio_active()) {
+		dma_allocate_vfio(b, len);
+		return;
+	}
 	char dir[2048], path[2200];
 	if (!hugetlbfs_mount(dir, sizeof dir)) {
 		die("no hugetlbfs mount found: mount one with `mkdir -p /dev/hugepages && mount -t hugetlbfs nodev "

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define HUGEPAGE_SIZE ((size_t)2 << 20)
 
@@ -19,7 +20,12 @@ struct pci_function {
 	char address[16]; // normalised DDDD:BB:DD.F
 	char dir[4096];
 	const char *root;
-	int config_fd;
+	int config_fd; // `config`, or the VFIO device descriptor
+	// Through VFIO (vfio.h): where configuration space and BAR0 lie in the device descriptor.
+	int vfio;
+	off_t config_base;
+	off_t bar0_offset;
+	size_t bar0_size;
 };
 
 // Opens `address` under `root`: checks it is vendor:device, not bound to a kernel driver

@@ -17,7 +17,7 @@
 //! the driver asked.
 
 use super::vfio::{self, Vfio};
-use super::x86::{self, Access, Source};
+use super::x86::{self, Access, AluInto, Extend, Source};
 use crate::session::Session;
 use platform::process::tgid;
 use platform::trace::{linux, Stop, Traced};
@@ -245,6 +245,28 @@ impl Trap {
         self.mappings.push(Mapping { tgid: tgid(tid), start, len, bar: p.bar, offset: p.offset });
     }
 
+    /// Stores the low `size` bytes of `value` at `offset` of BAR `bar`: a dword of an 82599's
+    /// first page through the engine (taken before the instruction completes), else the file.
+    fn store(&self, bar: usize, offset: u64, size: usize, value: u64) -> Result<(), String> {
+        let bar = &self.bars[bar];
+        let through_engine = match bar.served {
+            Served::FirstPage { port } if size == 4 && offset % 4 == 0 => {
+                let taken = self.session.write_register(port, offset as u32, value as u32);
+                if let Err(e) = &taken {
+                    eprintln!("nicsim exec: {} at {offset:#x}: {e}; written to the file", bar.path.display());
+                }
+                taken.is_ok()
+            }
+            _ => false,
+        };
+        if !through_engine {
+            bar.file
+                .write_all_at(&value.to_le_bytes()[..size], offset)
+                .map_err(|e| format!("{} at {offset:#x}: {e}", bar.path.display()))?;
+        }
+        Ok(())
+    }
+
     /// Performs the access at `addr` if it lies in a trapped mapping: `Ok(false)` if not (a
     /// real fault, delivered as such).
     fn serve(&mut self, traced: &Traced, tid: u32, addr: u64) -> Result<bool, String> {
@@ -264,7 +286,7 @@ impl Trap {
         let code = instruction_bytes(tid, regs.rip);
         let decoded = x86::decode(&code).ok_or_else(|| {
             format!(
-                "cannot serve the access at {:#x} to {} (instruction {:02x?} at {:#x}): only moves to or from memory are served (docs/nicsim.md)",
+                "cannot serve the access at {:#x} to {} (instruction {:02x?} at {:#x}): only moves and ADD, OR, AND, SUB, XOR, CMP, TEST with memory are served (docs/nicsim.md)",
                 offset,
                 bar.path.display(),
                 &code[..code.len().min(8)],
@@ -272,37 +294,58 @@ impl Trap {
             )
         })?;
         let failed = |e: std::io::Error| format!("{} at {offset:#x}: {e}", bar.path.display());
+        let value_of = |regs: &platform::trace::Registers, source: Source| match source {
+            Source::Register(r) => x86::register_value(&regs.gp, r),
+            Source::Immediate(v) => v,
+        };
         match decoded.access {
-            Access::Store { size, value } => {
-                let v = match value {
-                    Source::Register(r) => x86::register_value(&regs.gp, r),
-                    Source::Immediate(v) => v,
-                };
-                let through_engine = match bar.served {
-                    Served::FirstPage { port } if size == 4 && offset % 4 == 0 => {
-                        let taken = self.session.write_register(port, offset as u32, v as u32);
-                        if let Err(e) = &taken {
-                            eprintln!("nicsim exec: {} at {offset:#x}: {e}; written to the file", bar.path.display());
-                        }
-                        taken.is_ok()
-                    }
-                    _ => false,
-                };
-                if !through_engine {
-                    bar.file.write_all_at(&v.to_le_bytes()[..size], offset).map_err(failed)?;
-                }
-            }
+            Access::Store { size, value } => self.store(m.bar, offset, size, value_of(&regs, value))?,
             Access::Load { size, reg, into } => {
-                let mut raw = [0u8; 8];
-                bar.file.read_exact_at(&mut raw[..size], offset).map_err(failed)?;
+                let raw = read_bar(bar, offset, size).map_err(failed)?;
                 let n = x86::register_index(reg);
-                regs.gp[n] = x86::load_into(regs.gp[n], u64::from_le_bytes(raw), size, reg, into);
+                regs.gp[n] = x86::load_into(regs.gp[n], raw, size, reg, into);
+            }
+            Access::Alu { op, size, operand, into } => {
+                // One read and, unless it only compares, one write: as the CPU's locked-free
+                // read-modify-write does on uncached memory.
+                let memory = read_bar(bar, offset, size).map_err(failed)?;
+                let right = value_of(&regs, operand);
+                match into {
+                    AluInto::Memory => {
+                        let (result, flags) = x86::alu(op, memory, right, size, regs.flags);
+                        regs.flags = flags;
+                        if x86::writes(op) {
+                            self.store(m.bar, offset, size, result)?;
+                        }
+                    }
+                    AluInto::Register(reg) => {
+                        let left = x86::register_value(&regs.gp, reg);
+                        let (result, flags) = x86::alu(op, left, memory, size, regs.flags);
+                        regs.flags = flags;
+                        if x86::writes(op) {
+                            let n = x86::register_index(reg);
+                            let into = if size == 4 || size == 8 {
+                                Extend::Zero { width: size }
+                            } else {
+                                Extend::Merge { width: size }
+                            };
+                            regs.gp[n] = x86::load_into(regs.gp[n], result, size, reg, into);
+                        }
+                    }
+                }
             }
         }
         regs.rip += decoded.len as u64;
         traced.set_registers(tid, &regs).map_err(|e| e.to_string())?;
         Ok(true)
     }
+}
+
+/// `size` bytes of `bar` at `offset`, little-endian.
+fn read_bar(bar: &Bar, offset: u64, size: usize) -> std::io::Result<u64> {
+    let mut raw = [0u8; 8];
+    bar.file.read_exact_at(&mut raw[..size], offset)?;
+    Ok(u64::from_le_bytes(raw))
 }
 
 /// Up to 15 bytes (the longest instruction) at `rip` in thread `tid`'s memory; fewer where
