@@ -5,7 +5,7 @@
 //! Drivers map up to 10 MiB; this host's containers may not raise RLIMIT_MEMLOCK past
 //! 8 MiB, so nicsim's type1 accounting is given 64 MiB instead (`--vfio-memlock`).
 
-use crate::common::{self, Sim, A, B, NOBODY, RATE_PPS, RUST};
+use crate::common::{self, Driver, Sim, A, B, NOBODY, RATE_PPS, RUST};
 use nicsim::chaos::Fault;
 use nicsim::control::Stats;
 use nicsim::wire::TrafficSpec;
@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 /// The groups given to nobody, 64 MiB of pinned memory allowed.
 const VFIO: [&str; 4] = ["--vfio-user", "65534", "--vfio-memlock", "67108864"];
+
+/// The C baseline, which the bench compares with the Rust driver: over VFIO too.
+const C_CLANG: Driver = Driver { name: "c-clang", command: "drivers/c/build/{isa}/clang/safenic-c-{mode} fwd" };
+const C_GCC: Driver = Driver { name: "c-gcc", command: "drivers/c/build/{isa}/gcc/safenic-c-{mode} fwd" };
 
 /// The driver under `nicsim exec` (its only child).
 fn driver_pid(exec: &Reaped) -> u32 {
@@ -52,10 +56,22 @@ fn wait_containers_gone(sim: &Sim) -> Stats {
 
 #[test]
 fn every_model_forwards_losslessly_as_nobody_through_vfio() {
-    let sim = Sim::start("vfio-models");
+    every_model_through_vfio(RUST);
+}
+
+#[test]
+fn the_c_baseline_forwards_losslessly_as_nobody_through_vfio() {
+    every_model_through_vfio(C_CLANG);
+    every_model_through_vfio(C_GCC);
+}
+
+/// Each model of `driver`, as nobody with no capability, with its DMA memory in its container
+/// and nothing faulting: every frame once, in order.
+fn every_model_through_vfio(driver: Driver) {
+    let sim = Sim::start(&format!("vfio-{}", driver.name));
     for mode in ["restricted", "const", "flexible"] {
         sim.reset_counters().unwrap();
-        let mut child = sim.exec_fwd_vfio(RUST, mode, &[A, B, "--flow-control"], &VFIO);
+        let mut child = sim.exec_fwd_vfio(driver, mode, &[A, B, "--flow-control"], &VFIO);
         sim.wait_driver_ready(&mut child);
         let pid = driver_pid(&child);
         let zero = "0000000000000000";
@@ -78,7 +94,7 @@ fn every_model_forwards_losslessly_as_nobody_through_vfio() {
         let n = 100_000;
         let spec = TrafficSpec { rate_pps: Some(RATE_PPS), count: Some(n), ..TrafficSpec::default() };
         let s = sim.send_both_ways(spec);
-        let summary = common::stop_driver(RUST, mode, child);
+        let summary = common::stop_driver(driver, mode, child);
         common::assert_lossless(&s, &summary, n, true);
         common::assert_no_lint(&sim);
         let after = wait_containers_gone(&sim);
