@@ -8,7 +8,7 @@ CARGO ?= cargo
 ISA ?= $(shell scripts/isa-level)
 export RUSTFLAGS := -C target-cpu=$(ISA)
 
-.PHONY: all setup build audit-tool vet demo test test-slow check test-mpk test-tinynf test-peers test-chaos soak chaos-report bench bench-smoke bench-dpdk-smoke bench-dpdk bench-isolation bench-virtio audit sanitize fuzz stress fmt clean
+.PHONY: all setup build audit-tool vet demo test test-slow check test-mpk test-tinynf test-peers test-chaos soak chaos-report bench bench-smoke bench-dpdk-smoke bench-dpdk bench-isolation bench-virtio bench-vfio audit sanitize fuzz stress fmt clean
 
 all: build
 
@@ -103,6 +103,7 @@ bench-smoke: setup build
 	rm -rf target/bench-quick
 	target/release/safenic bench --profile quick --out target/bench-quick
 	target/release/safenic bench-isolation --rounds 1 --window-ms 2
+	target/release/safenic bench-vfio --callgrind-seconds 1 --drivers rust --modes flexible
 
 # The l2fwd pair of bench-dpdk, briefly: DPDK's C l2fwd and ours under callgrind on net_null and
 # on nicsim, and the overload test (about a minute). Part of `make test-slow`.
@@ -158,6 +159,7 @@ PROFILE ?= standard
 bench: setup build
 	target/release/safenic bench --profile $(PROFILE) --out docs/bench --figures docs/figures --splice docs/results.md
 	$(MAKE) bench-virtio
+	$(MAKE) bench-vfio
 
 # virtio-net: the Rust driver (modern and legacy interface) beside the C baseline's (legacy)
 # between nicsim's virtio-net functions, instructions and estimated cycles per packet under
@@ -166,6 +168,15 @@ VIRTIO_SECONDS ?= 10
 VIRTIO_ROUNDS ?= 3
 bench-virtio: setup build
 	target/release/safenic bench-virtio --callgrind-seconds $(VIRTIO_SECONDS) --rounds $(VIRTIO_ROUNDS) --splice docs/results.md
+
+# Every driver with a VFIO path (Rust, C clang, C gcc) in every model through sysfs and through
+# VFIO (as nobody under nicsim exec --vfio), instructions and estimated cycles per packet under
+# callgrind, the two paths interleaved in rounds. Writes its table into docs/results.md
+# (docs/vfio.md).
+VFIO_SECONDS ?= 5
+VFIO_ROUNDS ?= 3
+bench-vfio: setup build
+	target/release/safenic bench-vfio --callgrind-seconds $(VFIO_SECONDS) --rounds $(VFIO_ROUNDS) --splice docs/results.md
 
 # The Rust l2fwd (crates/dpdk) beside DPDK's C l2fwd, paired in one run: instructions per
 # forwarded packet under callgrind on net_null, and the overload test on net_null and on nicsim.

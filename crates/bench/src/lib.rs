@@ -29,6 +29,7 @@ pub mod kernel_trace;
 pub mod l2fwd;
 pub mod results;
 pub mod rfc2544;
+pub mod vfio;
 pub mod virtio;
 
 use callgrind::Events;
@@ -365,7 +366,7 @@ const DRAIN: Duration = Duration::from_millis(10);
 /// callgrind's profile is copied to `keep` if given (for `callgrind_annotate`).
 pub fn instructions(driver: &Driver, mode: &str, seconds: f64, keep: Option<&Path>) -> Result<Instructions, String> {
     let session = Harness::start(&format!("{}-{mode}-cg", driver.name))?;
-    let how = Counting { mode, extra: &[], saturated: rings_overflowed };
+    let how = Counting { mode, extra: &[], saturated: rings_overflowed, vfio: None };
     let (mut counted, mut profile) = count_instructions(&session, driver, &how, seconds)?;
     let mut runs = 1;
     while !counted.saturated && runs < rfc2544::TRIES {
@@ -391,6 +392,10 @@ struct Counting<'a> {
     mode: &'a str,
     extra: &'a [String],
     saturated: fn(&PortStats, &PortStats) -> bool,
+    /// Run through VFIO: these words (`nicsim exec --vfio … --`, [`vfio::through_vfio`])
+    /// go before valgrind, and the profile is written to a directory the driver's user may
+    /// write.
+    vfio: Option<&'a vfio::Through>,
 }
 
 /// One run of `driver` under callgrind for `seconds`: what it counted, and its profile's path.
@@ -401,6 +406,10 @@ fn count_instructions(
     seconds: f64,
 ) -> Result<(Instructions, std::path::PathBuf), String> {
     let mode = how.mode;
+    let out_dir = match how.vfio {
+        Some(through) => through.fresh_profile_dir(session)?,
+        None => session.profile_of("%p").parent().map(Path::to_path_buf).unwrap_or_default(),
+    };
     let mut prefix = vec![
         "valgrind".to_string(),
         "--tool=callgrind".to_string(),
@@ -413,7 +422,7 @@ fn count_instructions(
         "--dump-instr=yes".to_string(),
         // One profile per process: a driver that forks (the Rust driver's keeper) would have
         // the child's profile, with what was counted before the fork, overwrite its own.
-        format!("--callgrind-out-file={}", session.profile_of("%p").display()),
+        format!("--callgrind-out-file={}", out_dir.join("callgrind.out.%p").display()),
     ];
     if driver.perf_map {
         // The loop is counted from the whole profile afterwards (`Events::in_ranges`); `env`
@@ -421,6 +430,9 @@ fn count_instructions(
         prefix.splice(0..0, ["env".to_string(), "COMPlus_PerfMapEnabled=1".to_string()]);
     } else {
         prefix.push(format!("--toggle-collect={}", driver.hot_function.replace("{mode}", mode)));
+    }
+    if let Some(through) = how.vfio {
+        prefix.splice(0..0, through.words(session.sim.root()));
     }
     // Traffic first, so the loop finds full rings from its first iteration: idle polls would
     // count instructions without packets.
@@ -456,8 +468,12 @@ fn count_instructions(
     session.stop_traffic()?;
     let s = session.stats()?;
     let packets = growth(&before, &s, |p| p.sink_packets);
-    // `valgrind` (or `env`, which execs it) is the driver's own process.
-    let out_file = session.profile_of(&driver_pid.to_string());
+    // `valgrind` (or `env`, which execs it) is the driver's own process; under `nicsim exec`
+    // its only profile is in a directory of its own.
+    let out_file = match how.vfio {
+        Some(_) => vfio::only_profile(&out_dir)?,
+        None => session.profile_of(&driver_pid.to_string()),
+    };
     let text = std::fs::read_to_string(&out_file).map_err(|e| format!("reading {}: {e}", out_file.display()))?;
     let events = if driver.perf_map {
         perf_maps.loop_events(&text, mode)?

@@ -7,6 +7,7 @@
 
 mod bench_dpdk;
 mod bench_isolation;
+mod bench_vfio;
 mod bench_virtio;
 mod chaos;
 mod filter;
@@ -245,6 +246,10 @@ enum Cmd {
     /// between nicsim's virtio-net functions: instructions and estimated cycles per forwarded
     /// packet under callgrind, in interleaved rounds. Needs root and valgrind (scripts/setup).
     BenchVirtio(bench_virtio::Args),
+    /// Each driver and model through sysfs (root, physical addresses) and through VFIO (as
+    /// nobody under `nicsim exec --vfio`, IOVAs): instructions and estimated cycles per
+    /// forwarded packet under callgrind, paired in one run. Needs root and valgrind.
+    BenchVfio(bench_vfio::Args),
 }
 
 /// Which drivers `safenic bench` measures.
@@ -429,6 +434,7 @@ fn main() -> ExitCode {
         Cmd::BenchDpdk(args) => bench_dpdk::run(&args),
         Cmd::BenchIsolation(args) => bench_isolation::run(&args),
         Cmd::BenchVirtio(args) => bench_virtio::run(&args),
+        Cmd::BenchVfio(args) => bench_vfio::run(&args),
     };
     cli::finish("safenic", result)
 }
