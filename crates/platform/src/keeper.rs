@@ -57,10 +57,10 @@ pub fn keep_every_queue() {
     KEEP_EVERY_QUEUE.store(true, Ordering::SeqCst);
 }
 
-/// Whether queues of this process get a keeper: a real device was opened, or
-/// [`keep_every_queue`] was called.
+/// Whether queues of this process get a keeper: a real device was opened through sysfs, or
+/// [`keep_every_queue`] was called. Behind VFIO the kernel stops a dead driver's device.
 pub fn keeps_queues() -> bool {
-    KEEP_EVERY_QUEUE.load(Ordering::SeqCst) || crate::pci::real_device_opened()
+    KEEP_EVERY_QUEUE.load(Ordering::SeqCst) || crate::pci::real_sysfs_device_opened()
 }
 
 /// How many queues, and how many DMA regions, one keeper holds at most (an 82599 has 128 RX

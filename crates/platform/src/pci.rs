@@ -78,7 +78,8 @@ impl PciFunction {
         if crate::vfio::active() {
             return Err(PlatformError::NotOpenedBeforeMain {
                 address,
-                why: "this process drives functions through VFIO, where a device is given I/O virtual addresses:                       bind this function to vfio-pci too, or drive it from another process"
+                why: "this process drives functions through VFIO, where a device is given I/O virtual addresses: \
+                      bind this function to vfio-pci too, or drive it from another process"
                     .to_string(),
             });
         }
@@ -122,10 +123,11 @@ impl PciFunction {
     fn open_vfio(root: &Path, address: String, dir: PathBuf) -> Result<Self, PlatformError> {
         if crate::dma::physical_regions_made() {
             return Err(PlatformError::Vfio(format!(
-                "DMA memory with physical addresses was allocated before {address} was opened through VFIO,                  and its IOMMU could not translate them: open every VFIO function before allocating DMA memory"
+                "DMA memory with physical addresses was allocated before {address} was opened through VFIO, \
+                 and its IOMMU could not translate them: open every VFIO function before allocating DMA memory"
             )));
         }
-        if real_device_opened() {
+        if real_sysfs_device_opened() {
             return Err(PlatformError::NotOpenedBeforeMain {
                 address,
                 why: "this process drives a real device through sysfs: drive VFIO functions from another process"
@@ -133,8 +135,14 @@ impl PciFunction {
             });
         }
         let device = crate::vfio::open(&dir, &address)?;
+        if !device.real && real_device_opened() {
+            return Err(PlatformError::NotOpenedBeforeMain {
+                address,
+                why: "this process drives a real device: drive a simulated one from another process".to_string(),
+            });
+        }
         if device.real {
-            REAL_DEVICE.store(true, std::sync::atomic::Ordering::SeqCst);
+            REAL_VFIO_DEVICE.store(true, std::sync::atomic::Ordering::SeqCst);
         } else {
             simulated_devices().opened = true;
         }
@@ -567,8 +575,18 @@ pub fn refuse_simulated_devices() -> Result<(), PlatformError> {
 /// Set once this process mapped the BAR of a device on sysfs: real hardware.
 static REAL_DEVICE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Whether this process has mapped the BAR of a real device (one on sysfs).
+/// Set once this process opened a real device through the kernel's VFIO.
+static REAL_VFIO_DEVICE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process drives a real device, through sysfs or VFIO: it opens no simulated
+/// one, whose DMA resolves into its owner's hugepages.
 pub(crate) fn real_device_opened() -> bool {
+    real_sysfs_device_opened() || REAL_VFIO_DEVICE.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Whether this process has mapped the BAR of a real device on sysfs, which no IOMMU confines:
+/// its queues get keepers (`crate::keeper`).
+pub(crate) fn real_sysfs_device_opened() -> bool {
     REAL_DEVICE.load(std::sync::atomic::Ordering::SeqCst)
 }
 
