@@ -52,3 +52,27 @@ fn reset_and_read_back() {
     let ctrl = d.read(CTRL);
     println!("CTRL read back: {}", if ctrl & CTRL_RST == 0 { "reset done" } else { "reset still under way" });
 }
+
+/// SIGTERM to `nicsim exec` reaches the command however busy the tracer is when it comes. A
+/// command that maps memory without pause keeps the tracer serving stops most of the time;
+/// a signal that came during one used to leave the tracer waiting in `waitpid` for good.
+#[test]
+fn sigterm_reaches_a_command_that_keeps_the_tracer_busy() {
+    let sim = Nicsim::start("exec-sigterm", &[]);
+    for round in 0..10 {
+        let child = platform::Reaped::spawn(
+            Command::new(BIN)
+                .args(["--root", sim.root.to_str().unwrap(), "exec", "--"])
+                // Each `true` is an exec, which maps the loader and libc: mmap after mmap.
+                .args(["sh", "-c", "while :; do /bin/true; done"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null()),
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        send(child.id(), Signal::Terminate).unwrap();
+        let out = child.wait_for_exit(Duration::from_secs(10));
+        let out = out.unwrap_or_else(|e| panic!("round {round}: the command did not end within 10 s of SIGTERM: {e}"));
+        assert_eq!(out.status.code(), Some(128 + 15), "round {round}: it ended by SIGTERM");
+    }
+}

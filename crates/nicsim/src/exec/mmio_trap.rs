@@ -116,7 +116,7 @@ pub fn run_trapping_bars(
         }
     };
     let mut trap = Trap { bars, mappings: Vec::new(), pending: HashMap::new(), session: Session::connect(root), vfio };
-    let mut forwarded = false;
+    let _passing_on = PassOnTermination::start(traced.pid);
     loop {
         let stop = traced.next_stop().map_err(|e| format!("tracing {program}: {e}"))?;
         let resumed = match stop {
@@ -132,13 +132,7 @@ pub fn run_trapping_bars(
                 }
                 Ok(())
             }
-            Stop::Interrupted => {
-                if platform::signals::terminate_requested() && !forwarded {
-                    forwarded = true;
-                    let _ = traced.kill(linux::SIGTERM);
-                }
-                Ok(())
-            }
+            Stop::Interrupted => Ok(()),
             Stop::Event { tid } => traced.resume(tid, 0),
             // Job control would stop a traced command for good: it is not passed on.
             Stop::Signal { tid, signal }
@@ -167,6 +161,38 @@ pub fn run_trapping_bars(
                 return Err(format!("tracing {program}: {e}"));
             }
         }
+    }
+}
+
+/// Passes SIGINT or SIGTERM to this process on to the command, once, from a thread of its own.
+/// The tracing loop cannot: a signal that comes while it serves a stop does not interrupt the
+/// `waitpid` it waits in next, which then waits for as long as the command runs (a loaded host
+/// made that likely: the command never saw its SIGTERM). Stops when dropped.
+struct PassOnTermination {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl PassOnTermination {
+    fn start(pid: u32) -> PassOnTermination {
+        use std::sync::atomic::Ordering;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watching = done.clone();
+        std::thread::spawn(move || {
+            while !watching.load(Ordering::Relaxed) {
+                if platform::signals::terminate_requested() {
+                    let _ = platform::signals::send(pid, platform::signals::Signal::Terminate);
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        });
+        PassOnTermination { done }
+    }
+}
+
+impl Drop for PassOnTermination {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
