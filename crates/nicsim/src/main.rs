@@ -72,7 +72,7 @@ enum Cmd {
         /// DPDK's EAL needs them.
         #[arg(long)]
         uio: bool,
-        /// Bind every 82599 to vfio-pci in an IOMMU group of its own and add /dev/vfio: the
+        /// Bind every function to vfio-pci in an IOMMU group of its own and add /dev/vfio: the
         /// command's VFIO calls are answered and its functions' DMA goes through nicsim's IOMMU.
         #[arg(long, conflicts_with = "uio")]
         vfio: bool,

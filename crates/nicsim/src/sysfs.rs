@@ -254,8 +254,10 @@ pub fn present_as_vfio(root: &Path, n: usize, owner: Option<(u32, u32)>) -> std:
     if let Some((uid, gid)) = owner {
         // The device descriptor nicsim exec hands out is the function's BAR file: the user
         // maps it as the kernel's vfio-pci would let them.
+        // A virtio function's BAR files are links into nicsim's FUSE file system, whose files
+        // any user may open: nothing to give there.
         for f in [node, dir.join("resource0"), dir.join("resource4")] {
-            if f.exists() {
+            if std::fs::symlink_metadata(&f).is_ok_and(|m| m.is_file()) {
                 std::os::unix::fs::chown(&f, Some(uid), Some(gid))?;
             }
         }
@@ -276,7 +278,9 @@ pub fn unbind_vfio(root: &Path, n: usize, before: Option<&str>) {
     let _ = std::fs::remove_dir_all(root.join("iommu_groups").join(n.to_string()));
     let _ = std::fs::remove_file(root.join("vfio").join(n.to_string()));
     for f in [dir.join("resource0"), dir.join("resource4")] {
-        let _ = std::os::unix::fs::chown(&f, Some(0), Some(0));
+        if std::fs::symlink_metadata(&f).is_ok_and(|m| m.is_file()) {
+            let _ = std::os::unix::fs::chown(&f, Some(0), Some(0));
+        }
     }
 }
 

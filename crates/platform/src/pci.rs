@@ -415,6 +415,9 @@ impl PciFunction {
 #[derive(Debug)]
 pub struct IoBar {
     file: File,
+    /// Where the BAR starts in the file: 0 for `resourceN`, the region's offset in a VFIO
+    /// device descriptor.
+    base: u64,
     len: u64,
 }
 
@@ -443,14 +446,14 @@ impl IoBar {
     pub fn read<const N: usize>(&self, offset: u64) -> Result<[u8; N], PlatformError> {
         let mut b = [0u8; N];
         self.check(offset, N)?;
-        self.file.read_exact_at(&mut b, offset).map_err(|e| PlatformError::io("reading an I/O BAR", e))?;
+        self.file.read_exact_at(&mut b, self.base + offset).map_err(|e| PlatformError::io("reading an I/O BAR", e))?;
         Ok(b)
     }
 
     /// Writes `bytes` at `offset`.
     pub fn write(&self, offset: u64, bytes: &[u8]) -> Result<(), PlatformError> {
         self.check(offset, bytes.len())?;
-        self.file.write_all_at(bytes, offset).map_err(|e| PlatformError::io("writing an I/O BAR", e))
+        self.file.write_all_at(bytes, self.base + offset).map_err(|e| PlatformError::io("writing an I/O BAR", e))
     }
 
     fn check(&self, offset: u64, len: usize) -> Result<(), PlatformError> {
@@ -471,6 +474,12 @@ impl PciFunction {
     /// at all, and that path exists for mapped memory BARs only so far.
     pub fn open_io_bar(&self, index: u8) -> Result<IoBar, PlatformError> {
         self.claim()?;
+        if let Some(d) = &self.vfio {
+            // The region of the device descriptor, as vfio-pci offers every BAR.
+            let (file, base, len) = d.region_file(u32::from(index), &self.address)?;
+            io_bars().push(file.as_raw_fd());
+            return Ok(IoBar { file, base, len });
+        }
         let path = self.dir.join(format!("resource{index}"));
         if crate::fs::path_is_sysfs(&self.dir) || crate::fs::path_is_sysfs(&path) {
             return Err(PlatformError::NotOpenedBeforeMain {
@@ -484,7 +493,7 @@ impl PciFunction {
         })?;
         let len = file.metadata().map_err(|e| PlatformError::io(format!("inspecting {}", path.display()), e))?.len();
         io_bars().push(file.as_raw_fd());
-        Ok(IoBar { file, len })
+        Ok(IoBar { file, base: 0, len })
     }
 }
 

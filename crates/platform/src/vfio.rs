@@ -363,6 +363,17 @@ impl Device {
         self.file.try_clone()
     }
 
+    /// A descriptor of the device and where region `index` lies in it (offset, size), for
+    /// `pread`/`pwrite`; refused for a region the function does not have.
+    pub(crate) fn region_file(&self, index: u32, address: &str) -> Result<(File, u64, u64), PlatformError> {
+        let (region, _) = region_info(&self.file, index, address)?;
+        if region.size == 0 {
+            return Err(vfio_error(format!("{address} has no BAR {index} through VFIO: give a BAR it has")));
+        }
+        let file = self.descriptor().map_err(|e| PlatformError::io("duplicating a VFIO descriptor", e))?;
+        Ok((file, region.offset, region.size))
+    }
+
     /// Reads configuration space at `offset`.
     pub(crate) fn config_read(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         self.check_config(offset, buf.len())?;

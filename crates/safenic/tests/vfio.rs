@@ -104,6 +104,35 @@ fn every_model_through_vfio(driver: Driver) {
     }
 }
 
+/// The virtio-net drivers through VFIO as nobody: the Rust one through the modern and the
+/// legacy interface, the C baseline's (legacy); BAR4 and the I/O BAR are regions of the device
+/// descriptor, every access served through it, and the rings IOVAs of the driver's container.
+#[test]
+fn the_virtio_drivers_forward_losslessly_as_nobody_through_vfio() {
+    let sim = Sim::start_devices("vfio-virtio", &[nicsim::pciconfig::Kind::VirtioNet]);
+    let legacy: &[&str] = &["--virtio-interface", "legacy"];
+    for (driver, extra) in [(RUST, &[][..]), (RUST, legacy), (C_CLANG, &[][..])] {
+        sim.reset_counters().unwrap();
+        let mut child = sim.exec_fwd_vfio(driver, "flexible", &[&[A, B], extra].concat(), &VFIO);
+        sim.wait_driver_ready(&mut child);
+        let pid = driver_pid(&child);
+        let s = sim.stats();
+        assert!(s.ports.iter().all(|p| p.iommu.as_ref().is_some_and(|d| d.pid == pid)), "{:?}", s.ports[0].iommu);
+        let n = 20_000;
+        let s = sim.send_both_ways(TrafficSpec { rate_pps: Some(RATE_PPS), count: Some(n), ..TrafficSpec::default() });
+        let summary = common::stop_driver(driver, "flexible", child);
+        common::assert_lossless(&s, &summary, n, true);
+        common::assert_no_lint(&sim);
+        let after = wait_containers_gone(&sim);
+        assert!(
+            after.ports.iter().all(|p| p.dma_faults == 0 && p.iommu_faults == 0),
+            "{}: {:?}",
+            driver.name,
+            after.ports[0].faults
+        );
+    }
+}
+
 /// A driver killed with SIGKILL under traffic: its container goes, the functions are reset,
 /// nothing more reaches its memory, and the next driver starts cleanly on the same ports.
 #[test]

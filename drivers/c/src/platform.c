@@ -248,6 +248,11 @@ void pci_open(struct pci_function *f, const char *root, const char *address, uin
 volatile uint32_t *pci_map_bar0(const struct pci_function *f, size_t expected_len)
 {
 	if (f->vfio) {
+		if (!f->bar0_mappable) {
+			die("%s's BAR0 cannot be mapped whole through VFIO (no mmap, or sparse areas): this driver needs every "
+			    "register of it",
+			    f->address);
+		}
 		if (f->bar0_size != expected_len) {
 			die("%s's BAR0 has %#zx bytes through VFIO, expected %#zx: BAR0 size mismatch", f->address, f->bar0_size,
 			    expected_len);

@@ -26,6 +26,7 @@ struct pci_function {
 	off_t config_base;
 	off_t bar0_offset;
 	size_t bar0_size;
+	int bar0_mappable;
 };
 
 // Opens `address` under `root`: checks it is vendor:device, not bound to a kernel driver

@@ -129,11 +129,8 @@ void vfio_open(struct pci_function *f)
 	}
 	struct vfio_region_info bar0 = region(device, VFIO_PCI_BAR0_REGION_INDEX, f->address);
 	struct vfio_region_info config = region(device, VFIO_PCI_CONFIG_REGION_INDEX, f->address);
-	if (!(bar0.flags & VFIO_REGION_INFO_FLAG_MMAP) || (bar0.flags & VFIO_REGION_INFO_FLAG_CAPS)) {
-		die("%s's BAR0 cannot be mapped whole through VFIO (no mmap, or sparse areas): this driver needs every "
-		    "register of it",
-		    f->address);
-	}
+	// Mapped whole only without sparse areas (pci_map_bar0 checks it; a virtio BAR0 is I/O).
+	f->bar0_mappable = (bar0.flags & VFIO_REGION_INFO_FLAG_MMAP) && !(bar0.flags & VFIO_REGION_INFO_FLAG_CAPS);
 	f->vfio = 1;
 	f->config_fd = device;
 	f->config_base = (off_t)config.offset;

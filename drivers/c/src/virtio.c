@@ -79,11 +79,16 @@ void virtio_open(struct virtio_device *d, const char *sysfs, const char *address
 {
 	pci_open(&d->function, sysfs, address, 0x1AF4, 0x1000, "a transitional virtio-net device (1af4:1000)");
 	d->address = d->function.address;
-	char path[4200];
-	snprintf(path, sizeof path, "%s/resource0", d->function.dir);
-	d->bar = open(path, O_RDWR | O_CLOEXEC);
-	if (d->bar < 0) {
-		die("opening %s: %s", path, strerror(errno));
+	if (d->function.vfio) {
+		// Through VFIO the I/O BAR is region 0 of the device descriptor, which starts at 0.
+		d->bar = d->function.config_fd;
+	} else {
+		char path[4200];
+		snprintf(path, sizeof path, "%s/resource0", d->function.dir);
+		d->bar = open(path, O_RDWR | O_CLOEXEC);
+		if (d->bar < 0) {
+			die("opening %s: %s", path, strerror(errno));
+		}
 	}
 	virtio_reset(d);
 	set_status(d, ACKNOWLEDGE);

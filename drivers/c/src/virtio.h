@@ -37,7 +37,7 @@ struct virtq_used_elem {
 
 struct virtio_device {
 	struct pci_function function;
-	int bar; // resource0, read and written with pread/pwrite
+	int bar; // resource0 (or the VFIO device descriptor), read and written with pread/pwrite
 	const char *address;
 };
 

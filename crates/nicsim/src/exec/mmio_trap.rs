@@ -229,11 +229,13 @@ impl Trap {
             return traced.resume(tid, 0);
         }
         let Some(bar) = self.bar_behind(tid, args[4] as i32) else { return traced.resume(tid, 0) };
-        if matches!(self.bars[bar].served, Served::FirstPage { .. }) && args[5] >= PAGE {
+        // Through a VFIO device descriptor a BAR lies at its region's offset (index × 2^40).
+        let offset = args[5] & ((1 << 40) - 1);
+        if matches!(self.bars[bar].served, Served::FirstPage { .. }) && offset >= PAGE {
             // The first page is not in this mapping: nothing of it is served.
             return traced.resume(tid, 0);
         }
-        self.pending.insert(tid, PendingMap { bar, offset: args[5], len: args[1], prot: args[2], fd: args[4] });
+        self.pending.insert(tid, PendingMap { bar, offset, len: args[1], prot: args[2], fd: args[4] });
         let placement = args[3] & (linux::MAP_FIXED | linux::MAP_FIXED_NOREPLACE) as u64;
         regs.set_syscall_arg(2, linux::PROT_NONE as u64);
         regs.set_syscall_arg(3, (linux::MAP_PRIVATE | linux::MAP_ANONYMOUS) as u64 | placement);

@@ -5,7 +5,7 @@
 //! `/sys/bus/pci/drivers`, and a hugetlbfs on `/mnt/huge` (where ixy and its ports look).
 //! With `uio`: every function is bound to `uio_pci_generic` ([`sysfs::present_as_uio`]),
 //! `/sys/class/uio` and `/dev/uioN` are added, and DPDK's EAL claims the functions.
-//! With `vfio`: every 82599 is bound to `vfio-pci` in an IOMMU group of its own, and the
+//! With `vfio`: every function is bound to `vfio-pci` in an IOMMU group of its own, and the
 //! command's VFIO calls are answered by [`vfio`], its DMA translated by nicsim's IOMMU.
 
 /// Whether DPDK's ixgbe driver gave up on a port because nicsim answered later than the card

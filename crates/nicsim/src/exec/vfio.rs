@@ -52,7 +52,7 @@ const IRQS: u32 = 5;
 /// Each function `nicsim exec --vfio` bound, and the driver it was bound to before.
 pub type Bound = Vec<(usize, Option<String>)>;
 
-/// Binds every 82599 of `trapped` (the BARs `nicsim exec` serves) to vfio-pci, its group
+/// Binds every function of `trapped` (the BARs `nicsim exec` serves) to vfio-pci, its group
 /// given to `owner`: the state that answers the command's calls, and what each function was
 /// bound to before, for [`unbind_all`].
 pub fn bind_all(
@@ -61,13 +61,7 @@ pub fn bind_all(
     owner: Option<(u32, u32)>,
     memlock: Option<u64>,
 ) -> Result<(Vfio, Bound), String> {
-    let ports: Vec<usize> = trapped
-        .iter()
-        .filter_map(|b| match b.served {
-            super::Served::FirstPage { port } => Some(port),
-            super::Served::Whole => None,
-        })
-        .collect();
+    let ports: Vec<usize> = (0..trapped.len()).collect();
     let mut bound = Vec::new();
     for &port in &ports {
         match sysfs::present_as_vfio(root, port, owner) {
@@ -101,11 +95,15 @@ pub const SYSCALLS: [i64; 4] = [linux::SYS_openat, linux::SYS_ioctl, linux::SYS_
 struct Function {
     port: usize,
     address: String,
+    /// A virtio-net function (else an 82599).
+    virtio: bool,
     group: u32,
     node: (u64, u64),
-    bar0_path: PathBuf,
+    /// The file a device descriptor opens: the BAR a driver maps (an 82599's BAR0, a virtio
+    /// function's BAR4).
+    device_path: PathBuf,
+    device_id: (u64, u64),
     bar0: File,
-    bar0_id: (u64, u64),
     bar4: File,
     config: File,
     /// The process that holds the group open, and the container it joined.
@@ -170,14 +168,17 @@ impl Vfio {
             let address = sysfs::port_address(port);
             let dir = root.join("devices").join(&address);
             let node_path = root.join("vfio").join(port.to_string());
-            let bar0_path = dir.join("resource0");
+            let virtio = std::fs::read_to_string(dir.join("vendor"))
+                .is_ok_and(|v| v.trim() == format!("{:#06x}", crate::virtio::VENDOR_VIRTIO));
+            let device_path = dir.join(if virtio { "resource4" } else { "resource0" });
             functions.push(Function {
                 port,
+                virtio,
                 group: port as u32,
                 node: file_id(&node_path).ok_or_else(|| format!("{}: missing", node_path.display()))?,
-                bar0: open_rw(&bar0_path)?,
-                bar0_id: file_id(&bar0_path).ok_or_else(|| format!("{}: missing", bar0_path.display()))?,
-                bar0_path,
+                bar0: open_rw(&dir.join("resource0"))?,
+                device_id: file_id(&device_path).ok_or_else(|| format!("{}: missing", device_path.display()))?,
+                device_path,
                 bar4: open_rw(&dir.join("resource4"))?,
                 config: open_rw(&dir.join("config"))?,
                 address,
@@ -319,7 +320,7 @@ impl Vfio {
         if let Some(f) = self.functions.iter().position(|f| f.node == id) {
             return Some(Descriptor::Group(f));
         }
-        let f = self.functions.iter().position(|f| f.bar0_id == id && f.container.is_some())?;
+        let f = self.functions.iter().position(|f| f.device_id == id && f.container.is_some())?;
         Some(Descriptor::Device(f))
     }
 
@@ -427,7 +428,7 @@ impl Vfio {
         }
     }
 
-    /// `VFIO_GROUP_GET_DEVICE_FD`: becomes an `openat` of the function's BAR0 file.
+    /// `VFIO_GROUP_GET_DEVICE_FD`: becomes an `openat` of the BAR file a driver maps.
     fn device_fd(&mut self, tid: u32, f: usize, regs: &mut Registers) -> Outcome {
         let refuse = |errno: i32| Outcome::Answer(-(errno as i64));
         let Some(name) = read_c_string(tid, regs.syscall_args()[2]) else { return refuse(linux::EFAULT) };
@@ -436,7 +437,7 @@ impl Vfio {
         if name != func.address || !ready {
             return refuse(linux::EINVAL);
         }
-        let path = func.bar0_path.clone();
+        let path = func.device_path.clone();
         let Some(at) = place_c_string(tid, regs, &path) else { return refuse(linux::EFAULT) };
         regs.syscall = linux::SYS_openat as u64;
         regs.set_syscall_arg(0, linux::AT_FDCWD as u64);
@@ -456,7 +457,7 @@ impl Vfio {
             }
             DEVICE_GET_REGION_INFO => {
                 let index = read_bytes(tid, arg + 8, 4).map(|b| u32_at(&b, 0)).ok_or(linux::EFAULT)?;
-                let (size, flags) = region(index).ok_or(linux::EINVAL)?;
+                let (size, flags) = region(self.functions[f].virtio, index).ok_or(linux::EINVAL)?;
                 let mut out = Vec::with_capacity(28);
                 out.extend_from_slice(&flags.to_le_bytes());
                 out.extend_from_slice(&index.to_le_bytes());
@@ -505,7 +506,9 @@ impl Vfio {
         let Some(Descriptor::Device(f)) = self.kind_of(tid, fd) else { return Outcome::Run };
         let func = &self.functions[f];
         let (index, at) = (offset >> REGION_SHIFT, offset & ((1 << REGION_SHIFT) - 1));
-        let Some((size, _)) = region(index as u32) else { return Outcome::Answer(-(linux::EINVAL as i64)) };
+        let Some((size, _)) = region(func.virtio, index as u32) else {
+            return Outcome::Answer(-(linux::EINVAL as i64));
+        };
         let count = count.min(size.saturating_sub(at)).min(4096);
         let file = match index {
             0 => &func.bar0,
@@ -518,8 +521,9 @@ impl Vfio {
         }
         let done = if write {
             read_bytes(tid, buf, count as usize).and_then(|data| {
-                // A dword store to BAR0's first page acts on the device now, as an MMIO store does.
-                if index == 0 && at < 4096 && count == 4 && at % 4 == 0 {
+                // A dword store to an 82599's first page acts on the device now, as an MMIO
+                // store does.
+                if !func.virtio && index == 0 && at < 4096 && count == 4 && at % 4 == 0 {
                     session.write_register(func.port, at as u32, u32_at(&data, 0)).ok()
                 } else {
                     file.write_all_at(&data, at).ok()
@@ -544,14 +548,18 @@ enum Descriptor {
     Device(usize),
 }
 
-/// Region `index` of an 82599 under vfio-pci: (size, flags READ 1 | WRITE 2 | MMAP 4). BAR4
-/// holds the MSI-X table, which the kernel keeps to itself: read and write only.
-fn region(index: u32) -> Option<(u64, u32)> {
-    match index {
-        0 => Some((crate::regs::BAR0_LEN as u64, 1 | 2 | 4)),
-        4 => Some((sysfs::BAR4_LEN as u64, 1 | 2)),
-        7 => Some((crate::pciconfig::CONFIG_LEN as u64, 1 | 2)),
-        i if i < REGIONS => Some((0, 0)),
+/// Region `index` of a function under vfio-pci: (size, flags READ 1 | WRITE 2 | MMAP 4). An
+/// 82599's BAR4 holds the MSI-X table, which the kernel keeps to itself: read and write only.
+/// A virtio function's BAR0 is I/O space, never mapped; its BAR4 holds the virtio 1.x
+/// structures, mapped (and then served access by access).
+fn region(virtio: bool, index: u32) -> Option<(u64, u32)> {
+    match (virtio, index) {
+        (false, 0) => Some((crate::regs::BAR0_LEN as u64, 1 | 2 | 4)),
+        (false, 4) => Some((sysfs::BAR4_LEN as u64, 1 | 2)),
+        (true, 0) => Some((crate::virtio::legacy::BAR_LEN, 1 | 2)),
+        (true, 4) => Some((crate::virtio::modern::BAR_LEN, 1 | 2 | 4)),
+        (_, 7) => Some((crate::pciconfig::CONFIG_LEN as u64, 1 | 2)),
+        (_, i) if i < REGIONS => Some((0, 0)),
         _ => None,
     }
 }
