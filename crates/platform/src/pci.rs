@@ -147,16 +147,22 @@ impl PciFunction {
             simulated_devices().opened = true;
         }
         let config = device.descriptor().map_err(|e| PlatformError::io("duplicating a VFIO descriptor", e))?;
+        Ok(Self::claimed(root, address, dir, config, Some(device)))
+    }
+
+    /// A function whose configuration is reached through `config` (kept open while it lives:
+    /// the confinement lets a claim's descriptor stay).
+    fn claimed(root: &Path, address: String, dir: PathBuf, config: File, vfio: Option<crate::vfio::Device>) -> Self {
         claims().push(config.as_raw_fd());
-        Ok(PciFunction {
+        PciFunction {
             bar: Mutex::new(None),
             opened_before_main: false,
             dir,
             address,
             root: root.to_path_buf(),
             config,
-            vfio: Some(device),
-        })
+            vfio,
+        }
     }
 
     /// Opens the function's configuration space, whatever file system it is on.
@@ -173,16 +179,7 @@ impl PciFunction {
                 }
                 _ => PlatformError::io(format!("opening {}/config", dir.display()), e),
             })?;
-        claims().push(config.as_raw_fd());
-        Ok(PciFunction {
-            bar: Mutex::new(None),
-            opened_before_main: false,
-            dir,
-            address,
-            root: root.to_path_buf(),
-            config,
-            vfio: None,
-        })
+        Ok(Self::claimed(root, address, dir, config, None))
     }
 
     /// The normalised address.

@@ -29,29 +29,42 @@ use std::sync::{Mutex, MutexGuard};
 /// The kernel driver a function is bound to for VFIO.
 pub const VFIO_DRIVER: &str = "vfio-pci";
 
-/// `_IO(';', 100 + n)` [include/uapi/linux/vfio.h].
-const fn vfio_ioctl(n: u64) -> u64 {
-    (b';' as u64) << 8 | (100 + n)
+/// The VFIO requests and values used here [include/uapi/linux/vfio.h], for this back end and
+/// for nicsim, which answers them.
+pub mod uapi {
+    /// `_IO(';', 100 + n)`.
+    const fn vfio_ioctl(n: u64) -> u64 {
+        (b';' as u64) << 8 | (100 + n)
+    }
+    pub const GET_API_VERSION: u64 = vfio_ioctl(0);
+    pub const CHECK_EXTENSION: u64 = vfio_ioctl(1);
+    pub const SET_IOMMU: u64 = vfio_ioctl(2);
+    pub const GROUP_GET_STATUS: u64 = vfio_ioctl(3);
+    pub const GROUP_SET_CONTAINER: u64 = vfio_ioctl(4);
+    pub const GROUP_UNSET_CONTAINER: u64 = vfio_ioctl(5);
+    pub const GROUP_GET_DEVICE_FD: u64 = vfio_ioctl(6);
+    pub const DEVICE_GET_INFO: u64 = vfio_ioctl(7);
+    pub const DEVICE_GET_REGION_INFO: u64 = vfio_ioctl(8);
+    pub const DEVICE_GET_IRQ_INFO: u64 = vfio_ioctl(9);
+    pub const DEVICE_SET_IRQS: u64 = vfio_ioctl(10);
+    pub const DEVICE_RESET: u64 = vfio_ioctl(11);
+    /// On a container (on a device descriptor the same number is another request).
+    pub const IOMMU_GET_INFO: u64 = vfio_ioctl(12);
+    pub const IOMMU_MAP_DMA: u64 = vfio_ioctl(13);
+    pub const IOMMU_UNMAP_DMA: u64 = vfio_ioctl(14);
+    pub const TYPE1_IOMMU: u64 = 1;
+    pub const TYPE1V2_IOMMU: u64 = 3;
+    /// A region's offset in a device descriptor is its index shifted by this (vfio-pci).
+    pub const REGION_SHIFT: u64 = 40;
+    pub const CONFIG_REGION: u32 = 7;
 }
-const GET_API_VERSION: u64 = vfio_ioctl(0);
-const CHECK_EXTENSION: u64 = vfio_ioctl(1);
-const SET_IOMMU: u64 = vfio_ioctl(2);
-const GROUP_GET_STATUS: u64 = vfio_ioctl(3);
-const GROUP_SET_CONTAINER: u64 = vfio_ioctl(4);
-const GROUP_GET_DEVICE_FD: u64 = vfio_ioctl(6);
-const DEVICE_GET_INFO: u64 = vfio_ioctl(7);
-const DEVICE_GET_REGION_INFO: u64 = vfio_ioctl(8);
-const IOMMU_GET_INFO: u64 = vfio_ioctl(12);
-const IOMMU_MAP_DMA: u64 = vfio_ioctl(13);
-const IOMMU_UNMAP_DMA: u64 = vfio_ioctl(14);
 
-const TYPE1_IOMMU: u64 = 1;
-const TYPE1V2_IOMMU: u64 = 3;
+use uapi::*;
+
 const GROUP_VIABLE: u32 = 1;
 const REGION_MMAP: u32 = 4;
 const REGION_CAPS: u32 = 8;
 const BAR0_REGION: u32 = 0;
-const CONFIG_REGION: u32 = 7;
 const CAP_SPARSE_MMAP: u16 = 1;
 const CAP_IOVA_RANGE: u16 = 1;
 const DMA_READ_WRITE: u32 = 3;

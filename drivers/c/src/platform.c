@@ -323,14 +323,10 @@ __attribute__((noreturn)) static void hugepage_error(int err, size_t len)
 	die("allocating hugepage memory: %s", strerror(err));
 }
 
-// DMA memory under VFIO: a hugetlb memfd (no file system to write in), mapped into the
-// container; its bus addresses are IOVAs.
-static void dma_allocate_vfio(struct dma_block *b, size_t len)
+// Maps `len` bytes of hugepage file `fd` shared and faulted in, into `b`, with room for the
+// bus address of each page; closes `fd`.
+static void map_block(struct dma_block *b, int fd, size_t len)
 {
-	int fd = memfd_create("safenic-c-dma", MFD_CLOEXEC | MFD_HUGETLB | MFD_HUGE_2MB);
-	if (fd < 0 || ftruncate(fd, (off_t)len) != 0) {
-		hugepage_error(errno, len);
-	}
 	void *virt = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
 	int err = errno;
 	close(fd);
@@ -343,7 +339,18 @@ static void dma_allocate_vfio(struct dma_block *b, size_t len)
 	if (!b->page_phys) {
 		die("out of memory");
 	}
-	uint64_t iova = vfio_map_dma(virt, len);
+}
+
+// DMA memory under VFIO: a hugetlb memfd (no file system to write in), mapped into the
+// container; its bus addresses are IOVAs.
+static void dma_allocate_vfio(struct dma_block *b, size_t len)
+{
+	int fd = memfd_create("safenic-c-dma", MFD_CLOEXEC | MFD_HUGETLB | MFD_HUGE_2MB);
+	if (fd < 0 || ftruncate(fd, (off_t)len) != 0) {
+		hugepage_error(errno, len);
+	}
+	map_block(b, fd, len);
+	uint64_t iova = vfio_map_dma(b->virt, len);
 	for (size_t page = 0; page < len / HUGEPAGE_SIZE; page++) {
 		b->page_phys[page] = iova + page * HUGEPAGE_SIZE;
 	}
@@ -375,20 +382,9 @@ void dma_allocate(struct dma_block *b, size_t len)
 		unlink(path);
 		hugepage_error(err, len);
 	}
-	void *virt = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-	int err = errno;
-	// The mapping keeps the pages alive; the name is not needed once mapped.
+	// The name is not needed once opened: the descriptor, then the mapping, keep the pages.
 	unlink(path);
-	close(fd);
-	if (virt == MAP_FAILED) {
-		hugepage_error(err, len);
-	}
-	b->virt = virt;
-	b->len = len;
-	b->page_phys = calloc(len / HUGEPAGE_SIZE, sizeof(uint64_t));
-	if (!b->page_phys) {
-		die("out of memory");
-	}
+	map_block(b, fd, len);
 	int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	if (pagemap < 0) {
 		die("opening /proc/self/pagemap: %s", strerror(errno));

@@ -230,7 +230,7 @@ impl Trap {
         }
         let Some(bar) = self.bar_behind(tid, args[4] as i32) else { return traced.resume(tid, 0) };
         // Through a VFIO device descriptor a BAR lies at its region's offset (index × 2^40).
-        let offset = args[5] & ((1 << 40) - 1);
+        let offset = args[5] & ((1 << platform::vfio::uapi::REGION_SHIFT) - 1);
         if matches!(self.bars[bar].served, Served::FirstPage { .. }) && offset >= PAGE {
             // The first page is not in this mapping: nothing of it is served.
             return traced.resume(tid, 0);

@@ -21,31 +21,8 @@ use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// `_IO(';', 100 + n)` [include/uapi/linux/vfio.h].
-const fn vfio_ioctl(n: u64) -> u64 {
-    (b';' as u64) << 8 | (100 + n)
-}
-const GET_API_VERSION: u64 = vfio_ioctl(0);
-const CHECK_EXTENSION: u64 = vfio_ioctl(1);
-const SET_IOMMU: u64 = vfio_ioctl(2);
-const GROUP_GET_STATUS: u64 = vfio_ioctl(3);
-const GROUP_SET_CONTAINER: u64 = vfio_ioctl(4);
-const GROUP_UNSET_CONTAINER: u64 = vfio_ioctl(5);
-const GROUP_GET_DEVICE_FD: u64 = vfio_ioctl(6);
-const DEVICE_GET_INFO: u64 = vfio_ioctl(7);
-const DEVICE_GET_REGION_INFO: u64 = vfio_ioctl(8);
-const DEVICE_GET_IRQ_INFO: u64 = vfio_ioctl(9);
-const DEVICE_SET_IRQS: u64 = vfio_ioctl(10);
-const DEVICE_RESET: u64 = vfio_ioctl(11);
-const IOMMU_GET_INFO: u64 = vfio_ioctl(12);
-const IOMMU_MAP_DMA: u64 = vfio_ioctl(13);
-const IOMMU_UNMAP_DMA: u64 = vfio_ioctl(14);
+use platform::vfio::uapi::*;
 
-const TYPE1_IOMMU: u64 = 1;
-const TYPE1V2_IOMMU: u64 = 3;
-/// A region's offset in the device descriptor: its index times 2^40 (vfio-pci's layout).
-const REGION_SHIFT: u64 = 40;
-const CONFIG_REGION: u64 = 7;
 const REGIONS: u32 = 9;
 const IRQS: u32 = 5;
 
@@ -505,8 +482,8 @@ impl Vfio {
         let [fd, buf, count, offset, ..] = regs.syscall_args();
         let Some(Descriptor::Device(f)) = self.kind_of(tid, fd) else { return Outcome::Run };
         let func = &self.functions[f];
-        let (index, at) = (offset >> REGION_SHIFT, offset & ((1 << REGION_SHIFT) - 1));
-        let Some((size, _)) = region(func.virtio, index as u32) else {
+        let (index, at) = ((offset >> REGION_SHIFT) as u32, offset & ((1 << REGION_SHIFT) - 1));
+        let Some((size, _)) = region(func.virtio, index) else {
             return Outcome::Answer(-(linux::EINVAL as i64));
         };
         let count = count.min(size.saturating_sub(at)).min(4096);
@@ -558,7 +535,7 @@ fn region(virtio: bool, index: u32) -> Option<(u64, u32)> {
         (false, 4) => Some((sysfs::BAR4_LEN as u64, 1 | 2)),
         (true, 0) => Some((crate::virtio::legacy::BAR_LEN, 1 | 2)),
         (true, 4) => Some((crate::virtio::modern::BAR_LEN, 1 | 2 | 4)),
-        (_, 7) => Some((crate::pciconfig::CONFIG_LEN as u64, 1 | 2)),
+        (_, CONFIG_REGION) => Some((crate::pciconfig::CONFIG_LEN as u64, 1 | 2)),
         (_, i) if i < REGIONS => Some((0, 0)),
         _ => None,
     }

@@ -126,6 +126,19 @@ impl Sim {
     /// `nicsim exec -- driver mode args… --cpu 1`: no --sysfs; the driver finds the functions
     /// where it finds real ones, /sys/bus/pci/devices, in nicsim's private mount namespace.
     pub fn exec_fwd(&self, driver: Driver, mode: &str, args: &[&str]) -> Reaped {
+        self.exec_fwd_with(&[], &[], driver, mode, args)
+    }
+    /// `nicsim exec --vfio <exec_args…> -- setpriv … -- driver mode args… --cpu 1`: the
+    /// functions bound to vfio-pci, the driver run as `nobody` with no capability from its
+    /// first instruction (`--vfio-user 65534` among `exec_args` gives it the groups).
+    pub fn exec_fwd_vfio(&self, driver: Driver, mode: &str, args: &[&str], exec_args: &[&str]) -> Reaped {
+        let (uid, gid) = (format!("--reuid={NOBODY}"), format!("--regid={NOBODY}"));
+        let exec_args: Vec<&str> = [&["--vfio"], exec_args].concat();
+        let setpriv = ["setpriv", &uid, &gid, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"];
+        self.exec_fwd_with(&exec_args, &setpriv, driver, mode, args)
+    }
+    /// `nicsim exec <exec_args…> -- <prefix…> driver mode args… --cpu 1`.
+    fn exec_fwd_with(&self, exec_args: &[&str], prefix: &[&str], driver: Driver, mode: &str, args: &[&str]) -> Reaped {
         let nicsim = Path::new(SAFENIC).with_file_name("nicsim");
         assert!(nicsim.exists(), "{} is missing: build the workspace first (make test does)", nicsim.display());
         Reaped::spawn(
@@ -133,7 +146,9 @@ impl Sim {
                 .arg("--root")
                 .arg(&self.root)
                 .arg("exec")
+                .args(exec_args)
                 .arg("--")
+                .args(prefix)
                 .args(driver.words(mode))
                 .arg(mode)
                 .args(args)
@@ -143,29 +158,6 @@ impl Sim {
                 .stderr(Stdio::piped()),
         )
         .expect("spawning nicsim exec")
-    }
-    /// `nicsim exec --vfio <exec_args…> -- setpriv … -- driver mode args… --cpu 1`: the
-    /// functions bound to vfio-pci, the driver run as `nobody` with no capability from its
-    /// first instruction (`--vfio-user 65534` among `exec_args` gives it the groups).
-    pub fn exec_fwd_vfio(&self, driver: Driver, mode: &str, args: &[&str], exec_args: &[&str]) -> Reaped {
-        let nicsim = Path::new(SAFENIC).with_file_name("nicsim");
-        let (uid, gid) = (format!("--reuid={NOBODY}"), format!("--regid={NOBODY}"));
-        Reaped::spawn(
-            Command::new(nicsim)
-                .arg("--root")
-                .arg(&self.root)
-                .args(["exec", "--vfio"])
-                .args(exec_args)
-                .args(["--", "setpriv", &uid, &gid, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"])
-                .args(driver.words(mode))
-                .arg(mode)
-                .args(args)
-                .args(["--cpu", "1"])
-                .env_remove("SAFENIC_SYSFS")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped()),
-        )
-        .expect("spawning nicsim exec --vfio")
     }
     /// Waits until the driver has both ports' receive and transmit queues up.
     pub fn wait_driver_ready(&self, child: &mut Reaped) {
