@@ -1,4 +1,6 @@
-//! A PCI function through its sysfs directory.
+//! A PCI function through its sysfs directory: the path for machines without an IOMMU, on which
+//! the device must be trusted with all of memory. A function bound to vfio-pci is opened through
+//! VFIO instead (`crate::vfio`), behind the IOMMU.
 //!
 //! The directory holds `vendor`, `device`, `config` (configuration space, read and written
 //! with pread/pwrite) and `resource0` (BAR0, mapped shared). The sysfs root is a parameter,
