@@ -91,7 +91,7 @@ fn every_model_through_vfio(driver: Driver) {
             assert!(domain.mapped_bytes >= 2 << 20, "{mode}: the driver mapped its DMA memory: {domain:?}");
         }
         assert_eq!(s.ports[0].iommu.as_ref().map(|d| d.container), s.ports[1].iommu.as_ref().map(|d| d.container));
-        let n = 100_000;
+        let n = 50_000;
         let spec = TrafficSpec { rate_pps: Some(RATE_PPS), count: Some(n), ..TrafficSpec::default() };
         let s = sim.send_both_ways(spec);
         let summary = common::stop_driver(driver, mode, child);
