@@ -197,6 +197,13 @@ pub(crate) fn open(dir: &Path, address: &str) -> Result<Device, PlatformError> {
         Some(libc::EBUSY) => vfio_error(format!(
             "{node} (IOMMU group of {address}) is open in another process: stop that driver first, or give another port"
         )),
+        // vfio-pci's no-IOMMU mode names the node `noiommu-<group>`: it gives the device all of
+        // memory, and is refused.
+        Some(libc::ENOENT) if Path::new(&format!("/dev/vfio/noiommu-{group}")).exists() => vfio_error(format!(
+            "{address} is in vfio-pci's no-IOMMU mode (/dev/vfio/noiommu-{group}), which gives the device all of \
+             memory: enable the IOMMU (intel_iommu=on or amd_iommu=on), or unbind the function and run as root \
+             through sysfs"
+        )),
         Some(libc::ENOENT) => vfio_error(format!(
             "{node} does not exist: load vfio-pci (`modprobe vfio-pci`) and bind {address} to it \
              (`dpdk-devbind.py -b vfio-pci {address}`)"
