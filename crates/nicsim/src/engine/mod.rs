@@ -535,7 +535,10 @@ impl<D: DmaSpace> Engine<D> {
                 for i in released {
                     self.ports[i].reset();
                 }
-                self.stop_queues_outside_domains();
+                // A map only adds what a function reaches: DPDK makes hundreds at start.
+                if !matches!(op, IommuOp::Map { .. }) {
+                    self.stop_queues_outside_domains();
+                }
                 Ok(Reply::IommuDone(IommuDone { bytes }))
             }
             Request::ResetFunction { port } => {
