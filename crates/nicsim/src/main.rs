@@ -661,8 +661,9 @@ fn print_totals(s: &Stats) -> Result<(), String> {
     for p in &s.ports {
         let lost: u64 = p.streams.iter().map(|(_, st)| st.lost).sum();
         let reordered: u64 = p.streams.iter().map(|(_, st)| st.reordered).sum();
+        let flow_reordered: u64 = p.streams.iter().map(|(_, st)| st.flow_reordered).sum();
         cli::outln!(
-            "port {}: generated {} (skipped {}) | to driver {} (no descriptor {}, missed {}, rx off {}) | driver sent {} | sink {} lost {} reordered {} | latency p50 {} ns p99 {} ns max {} ns | in flight: buffer {}, RX ring {}, TX ring {} | XOFF sent {}, received {} | DMA faults {} | lint {}",
+            "port {}: generated {} (skipped {}) | to driver {} (no descriptor {}, missed {}, rx off {}) | driver sent {} | sink {} lost {} reordered {} (within a flow {}) | latency p50 {} ns p99 {} ns max {} ns | in flight: buffer {}, RX ring {}, TX ring {} | XOFF sent {}, received {} | DMA faults {} | lint {}",
             p.port,
             p.generated,
             p.generator_skipped,
@@ -674,6 +675,7 @@ fn print_totals(s: &Stats) -> Result<(), String> {
             p.sink_packets,
             lost,
             reordered,
+            flow_reordered,
             p.latency_ns.p50,
             p.latency_ns.p99,
             p.latency_ns.max,

@@ -68,6 +68,21 @@ pub const RDRXCTL: u32 = 0x02F00;
 pub const RDRXCTL_CRCSTRIP: u32 = 1 << 1;
 pub const RDRXCTL_DMAIDONE: u32 = 1 << 3;
 pub const FCTRL: u32 = 0x05080;
+/// RSS: receive checksum control, multiple receive queues command, redirection table and key
+/// [DS 8.2.3.7.5, 8.2.3.7.12, 8.2.3.7.15, 8.2.3.7.14]; RETA, RSSRK and MRQC also answer at
+/// their 82598 addresses (see [`alias_of`]).
+pub const RXCSUM: u32 = 0x05000;
+pub const MRQC: u32 = 0x05818;
+pub const fn reta(n: u32) -> u32 {
+    0x05C00 + 4 * n
+}
+pub const fn rssrk(n: u32) -> u32 {
+    0x05C80 + 4 * n
+}
+/// The registers whose writes change where frames go.
+pub fn is_rss_register(offset: u32) -> bool {
+    matches!(offset, RXCSUM | MRQC) || (reta(0)..=reta(31)).contains(&offset) || (rssrk(0)..=rssrk(9)).contains(&offset)
+}
 pub const FCTRL_MPE: u32 = 1 << 8;
 pub const FCTRL_UPE: u32 = 1 << 9;
 pub const FCTRL_BAM: u32 = 1 << 10;
@@ -394,6 +409,9 @@ pub fn alias_of(offset: u32) -> Option<u32> {
         0x02200..=0x0223C => Some(dca_rxctrl((offset - 0x02200) / 4)),
         0x05400..=0x0547C => Some(0x0A200 + (offset - 0x05400)),
         0x08680..=0x086BC => Some(qptc((offset - 0x08680) / 4)),
+        0x0EC80 => Some(MRQC),
+        0x0EB00..=0x0EB7C => Some(reta((offset - 0x0EB00) / 4)),
+        0x0EB80..=0x0EBA4 => Some(rssrk((offset - 0x0EB80) / 4)),
         _ => None,
     }
 }
@@ -410,6 +428,12 @@ pub fn alias_for(offset: u32) -> Option<u32> {
         if offset == qptc(q) {
             return Some(0x08680 + 4 * q);
         }
+    }
+    match offset {
+        MRQC => return Some(0x0EC80),
+        o if (reta(0)..=reta(31)).contains(&o) => return Some(0x0EB00 + (o - reta(0))),
+        o if (rssrk(0)..=rssrk(9)).contains(&o) => return Some(0x0EB80 + (o - rssrk(0))),
+        _ => {}
     }
     (0x0A200..=0x0A27C).contains(&offset).then(|| 0x05400 + (offset - 0x0A200))
 }

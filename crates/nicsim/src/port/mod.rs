@@ -20,6 +20,7 @@ mod link;
 mod order;
 mod registers;
 mod rx;
+mod rss;
 mod rx_run;
 mod sfp;
 mod stats;
@@ -33,7 +34,8 @@ pub use faults::{Access, DmaFault};
 pub use hostile::HostileWrite;
 pub use link::{Link, DEFAULT_LINK_UP, EICR_LSC};
 pub use registers::{PRIORITY_REGISTERS, SWEEP_DWORDS};
-pub use rx_run::{RxRun, RX_WRITE_BACK_CHUNK};
+pub use rss::{Classified, Rss, RssType, Toeplitz, RSS_QUEUES};
+pub use rx_run::{RxRun, RxRuns, RX_WRITE_BACK_CHUNK};
 pub use stats::{DeviceCounters, Drops, InFlight, QueueSetup, QueueState};
 pub use tail_watch::{TailStall, TailStalls, TailStallsDraft, TAIL_STALL_NS};
 pub use tx_output::{TxBatch, TxOutput};
@@ -62,7 +64,9 @@ const TX_IFCS: u8 = 1 << 1;
 const TX_RS: u8 = 1 << 3;
 const TX_DEXT: u8 = 1 << 5;
 
-/// Where a frame goes without RSS, VT or filters: queue 0 [DS 7.1.2].
+
+/// Where a frame goes without RSS, VT or filters, and under RSS a frame with nothing to hash:
+/// queue 0 [DS 7.1.2, 7.1.2.8.1].
 const DEFAULT_RX_QUEUE: u32 = 0;
 
 /// One receive queue's state as the device keeps it (its registers are in the BAR).
@@ -169,9 +173,12 @@ pub struct Port {
     /// The pieces of driver memory the last transmit and receive runs found buffers in.
     tx_windows: dma::KeptWindows,
     rx_windows: dma::KeptWindows,
-    /// The arrays of the receive runs (see [`rx_run::RunRecords`]); boxed, because their
-    /// kilobyte inline would push the port's other hot fields apart (docs/nicsim.md).
-    rx_records: Box<rx_run::RunRecords>,
+    /// The arrays of the receive runs, one set per queue RSS can choose (see
+    /// [`rx_run::RunRecords`]); boxed, because their kilobytes inline would push the port's
+    /// other hot fields apart (docs/nicsim.md).
+    rx_records: Box<[rx_run::RunRecords; RSS_QUEUES]>,
+    /// RSS as MRQC, RXCSUM, RETA and RSSRK describe it [DS 7.1.2.8].
+    rss: Rss,
     /// Where the transmit fast path fetches descriptors: kept between calls, because a fresh
     /// array would be zeroed whole on every call, most of it unused.
     tx_fetched: Box<[u8]>,
@@ -272,7 +279,8 @@ impl Port {
             tx_rr: 0,
             tx_windows: dma::KeptWindows::EMPTY,
             rx_windows: dma::KeptWindows::EMPTY,
-            rx_records: Default::default(),
+            rx_records: Box::new(std::array::from_fn(|_| Default::default())),
+            rss: Rss::default(),
             tx_fetched: vec![0; 16 * TX_DESCRIPTORS_PER_CALL].into_boxed_slice(),
             tx_paused: false,
             flow: FlowControl::new(gbps),
@@ -367,6 +375,7 @@ impl Port {
         self.stop_every_queue();
         self.counters = DeviceCounters::default();
         self.rebuild_rar();
+        self.update_rss();
         // A software reset leaves the link as it is (Linux and DPDK reset with CTRL.RST while
         // the link is up precisely not to renegotiate it); LINKS and STATUS say so again.
         self.show_link();
@@ -428,6 +437,12 @@ impl Port {
                 self.rar.push(mac_key(&[l[0], l[1], l[2], l[3], h[0], h[1]]));
             }
         }
+    }
+
+    /// Derives [`Rss`] from the registers.
+    fn update_rss(&mut self) {
+        let shadow = &self.shadow;
+        self.rss.update(|offset| shadow[offset as usize / 4]);
     }
 
     /// Derives [`PathConfig`] from the registers.

@@ -346,6 +346,12 @@ impl Port {
                 Rule::FctrlWhileRxEnabled,
                 "FCTRL changed while RXCTRL.RXEN = 1 [DS 8.2.3.7.1: change filter control only while receive is disabled]".into(),
             ),
+            // Where frames go changes at once [DS 7.1.2.8].
+            _ if is_rss_register(canon) => {
+                self.store(canon, offset, new, value);
+                self.update_rss();
+                return false;
+            }
             _ if RAR_RANGE.contains(&canon) => {
                 self.store(canon, offset, new, value);
                 self.rebuild_rar();

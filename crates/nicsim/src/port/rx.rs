@@ -2,7 +2,7 @@
 //! frames while no descriptor is free, and writing frames into a ring (one buffer, or chained
 //! over several). The fast path for runs of frames is in `rx_run.rs`.
 
-use super::{descriptor_address, mac_key, owned_between, Port, BROADCAST_KEY, DEFAULT_RX_QUEUE, RX_DD, RX_EOP};
+use super::{descriptor_address, mac_key, owned_between, Classified, Port, BROADCAST_KEY, DEFAULT_RX_QUEUE, RX_DD, RX_EOP};
 use crate::dma::{self, DmaSpace, Ring};
 use crate::port::faults::Access;
 use crate::regs::*;
@@ -37,11 +37,15 @@ pub(super) fn newer_rx_tail(bar: &MappedRegion, queue: u32, size: u32, tail: u32
 }
 
 impl Port {
-    /// The receive queue an accepted frame goes to. Without RSS, VT or filters every frame
-    /// goes to queue 0 [DS 7.1.2]; RSS (MRQC, RETA, the RSS hash) would choose here.
+    /// The receive queue an accepted frame goes to, and the RSS fields of its advanced
+    /// write-back. Without RSS, VT or filters every frame goes to queue 0 [DS 7.1.2]; with
+    /// RSS (MRQC.MRQE = 0001b) the hash of its header chooses [DS 7.1.2.8].
     #[inline(always)]
-    pub(super) fn rx_queue_for(&self, _frame: &[u8]) -> u32 {
-        DEFAULT_RX_QUEUE
+    pub(super) fn rx_queue_for(&self, frame: &[u8]) -> Classified {
+        if self.rss.enabled() {
+            return self.rss.classify(frame);
+        }
+        Classified { queue: DEFAULT_RX_QUEUE, info: 0 }
     }
 
     /// A frame (without FCS) arrives from the wire [DS 7.1].
@@ -88,7 +92,7 @@ impl Port {
         } else if group {
             c.mprc += 1;
         }
-        let qi = self.rx_queue_for(frame);
+        let Classified { queue: qi, info } = self.rx_queue_for(frame);
         let q = &self.rx[qi as usize];
         if !q.enabled || q.faulted {
             self.drops.queue_disabled += 1;
@@ -100,7 +104,7 @@ impl Port {
             self.drain_fifo(dma);
             return;
         }
-        match self.write_rx(dma, qi, frame, cfg.strip_crc) {
+        match self.write_rx(dma, qi, frame, cfg.strip_crc, info) {
             RxWrite::Written => {}
             RxWrite::Fault => self.drops.dma_fault += 1,
             RxWrite::NoRoom => {
@@ -178,13 +182,13 @@ impl Port {
         }
         let strip = self.paths.strip_crc;
         while let Some(frame) = self.fifo.pop_front() {
-            let qi = self.rx_queue_for(&frame);
+            let Classified { queue: qi, info } = self.rx_queue_for(&frame);
             let q = &self.rx[qi as usize];
             if !q.enabled || q.faulted {
                 self.fifo.push_front(frame);
                 return;
             }
-            match self.write_rx(dma, qi, &frame, strip) {
+            match self.write_rx(dma, qi, &frame, strip, info) {
                 RxWrite::NoRoom => {
                     self.fifo.push_front(frame);
                     return;
@@ -213,12 +217,13 @@ impl Port {
         Ring::kept_or_resolve(&mut q.ring, dma, q.base, q.size)
     }
 
-    /// Writes one frame into the ring of queue `qi` [DS 7.1.5, 7.1.6].
+    /// Writes one frame into the ring of queue `qi` [DS 7.1.5, 7.1.6]; `info` is the first
+    /// qword of an advanced write-back (RSS type, packet type, RSS hash).
     #[inline]
-    fn write_rx(&mut self, dma: &mut impl DmaSpace, qi: u32, frame: &[u8], strip: bool) -> RxWrite {
+    fn write_rx(&mut self, dma: &mut impl DmaSpace, qi: u32, frame: &[u8], strip: bool, info: u64) -> RxWrite {
         let q = &self.rx[qi as usize];
         if !(strip && frame.len() <= q.buf_size) {
-            return self.write_rx_chained(dma, qi, frame, strip);
+            return self.write_rx_chained(dma, qi, frame, strip, info);
         }
         // The common case: one buffer, no FCS. The device owns descriptors from head up to (not
         // including) tail [DS 7.1.9], so it owns one if head != tail.
@@ -228,7 +233,7 @@ impl Port {
         }
         let Some(ring) = self.rx_ring(dma, qi) else {
             // Not one piece of driver memory: resolve (and report) descriptor by descriptor.
-            return self.write_rx_chained(dma, qi, frame, strip);
+            return self.write_rx_chained(dma, qi, frame, strip, info);
         };
         let q = &self.rx[qi as usize];
         let (head, advanced, stat) = (q.head, q.advanced, q.stat);
@@ -242,8 +247,8 @@ impl Port {
         fence(Ordering::Release);
         let n = frame.len() as u64;
         if advanced {
-            // Advanced write-back overwrites qword 0 (no RSS, no packet type) [DS 7.1.6.2].
-            ring.in_space(dma).write(head, 0, RX_DD | RX_EOP | n << 32);
+            // Advanced write-back overwrites qword 0 with the RSS fields [DS 7.1.6.2].
+            ring.in_space(dma).write(head, info, RX_DD | RX_EOP | n << 32);
         } else {
             // Legacy write-back leaves qword 0 (the buffer address) untouched [DS 7.1.5].
             ring.in_space(dma).write_qword1(head, n | (RX_DD | RX_EOP) << 32);
@@ -256,7 +261,7 @@ impl Port {
 
     /// [`Self::write_rx`] for frames that span several buffers or carry the FCS.
     #[cold]
-    fn write_rx_chained(&mut self, dma: &mut impl DmaSpace, qi: u32, frame: &[u8], strip: bool) -> RxWrite {
+    fn write_rx_chained(&mut self, dma: &mut impl DmaSpace, qi: u32, frame: &[u8], strip: bool, info: u64) -> RxWrite {
         let q = self.rx[qi as usize];
         let total = frame.len() + if strip { 0 } else { FCS_LEN };
         let need = total.div_ceil(q.buf_size) as u32;
@@ -291,8 +296,8 @@ impl Port {
             fence(Ordering::Release);
             let status = RX_DD | if done + n == total { RX_EOP } else { 0 };
             let ok = if q.advanced {
-                // Advanced write-back overwrites qword 0 (no RSS, no packet type) [DS 7.1.6.2].
-                dma::write_u64(dma, desc, 0) && {
+                // Advanced write-back overwrites qword 0 with the RSS fields [DS 7.1.6.2].
+                dma::write_u64(dma, desc, info) && {
                     fence(Ordering::Release);
                     dma::write_u64(dma, desc.wrapping_add(8), status | (n as u64) << 32)
                 }

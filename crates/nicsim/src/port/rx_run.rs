@@ -2,7 +2,7 @@
 //! run checked once, descriptors fetched in bursts and written back in chunks.
 
 use super::rx::newer_rx_tail;
-use super::{mac_key, owned_between, Port, RX_DD, RX_EOP};
+use super::{mac_key, owned_between, Classified, Port, RSS_QUEUES, RX_DD, RX_EOP};
 use crate::dma::{DmaSpace, Ring, Windows};
 use crate::regs::FCTRL_UPE;
 use crate::wire::{
@@ -65,8 +65,8 @@ pub struct RxRun {
 }
 
 /// The arrays of a run, kept by its port from one run to the next, so that starting a run
-/// neither zeroes nor copies them: what a run reads of them it wrote itself first. A port
-/// has one run at a time (each ends before the next begins), so one set serves them all.
+/// neither zeroes nor copies them: what a run reads of them it wrote itself first. A queue
+/// has one run at a time (each ends before the next begins), so one set per queue serves.
 #[derive(Debug)]
 pub struct RunRecords {
     /// The descriptors from the one at the run's head as they were fetched (a descriptor's
@@ -76,6 +76,8 @@ pub struct RunRecords {
     /// The lengths of the frames not yet written back, by descriptor index modulo
     /// [`RX_WRITE_BACK_CHUNK`].
     pending_lens: [u16; RX_WRITE_BACK_CHUNK as usize],
+    /// Their advanced write-backs' first qwords (RSS type, packet type and hash; 0 without RSS).
+    pending_info: [u64; RX_WRITE_BACK_CHUNK as usize],
 }
 
 impl RunRecords {
@@ -89,7 +91,11 @@ impl RunRecords {
 
 impl Default for RunRecords {
     fn default() -> Self {
-        RunRecords { descriptors: [[0; 16]; RX_FETCH], pending_lens: [0; RX_WRITE_BACK_CHUNK as usize] }
+        RunRecords {
+            descriptors: [[0; 16]; RX_FETCH],
+            pending_lens: [0; RX_WRITE_BACK_CHUNK as usize],
+            pending_info: [0; RX_WRITE_BACK_CHUNK as usize],
+        }
     }
 }
 
@@ -97,8 +103,8 @@ impl RxRun {
     /// Writes `frame` into the ring, or drops it for want of a descriptor (SRRCTL.DROP_EN);
     /// `false` (and nothing done) if the fast path does not cover it.
     #[inline(always)]
-    fn push(&mut self, dma: &impl DmaSpace, bar: &MappedRegion, rec: &mut RunRecords, frame: &[u8]) -> bool {
-        self.push_with(dma, bar, rec, frame, |_, _| {})
+    fn push(&mut self, dma: &impl DmaSpace, bar: &MappedRegion, rec: &mut RunRecords, frame: &[u8], info: u64) -> bool {
+        self.push_with(dma, bar, rec, frame, info, |_, _| {})
     }
 
     /// [`Self::push`] for a generated frame given as its template and the sequence fields
@@ -110,14 +116,15 @@ impl RxRun {
         bar: &MappedRegion,
         rec: &mut RunRecords,
         due: &DueFrame,
+        info: u64,
     ) -> bool {
         let (at, seq, timestamp) = due.sequence_fields();
         match due.flow_fields() {
-            None => self.push_with(dma, bar, rec, due.template(), |region, offset| {
+            None => self.push_with(dma, bar, rec, due.template(), info, |region, offset| {
                 region.write_u64(offset + at, seq);
                 region.write_u64(offset + at + 8, timestamp);
             }),
-            Some(f) => self.push_with(dma, bar, rec, due.template(), |region, offset| {
+            Some(f) => self.push_with(dma, bar, rec, due.template(), info, |region, offset| {
                 // Big-endian in the frame: the little-endian stores of the swapped values.
                 region.write_u16(offset + FlowFields::CHECKSUM_AT, f.checksum.swap_bytes());
                 region.write_u32(offset + FlowFields::SRC_IP_AT, f.src_ip.swap_bytes());
@@ -140,6 +147,7 @@ impl RxRun {
         bar: &MappedRegion,
         rec: &mut RunRecords,
         burst: &GeneratedBurst,
+        info: u64,
     ) -> usize {
         let frame = burst.frame;
         let len = frame.len();
@@ -182,7 +190,9 @@ impl RxRun {
                 span.write_from(frame);
                 span.write_u64::<SEQUENCE_AT>(seq);
                 span.write_u64::<TIMESTAMP_AT>(timestamp);
-                rec.pending_lens[chunk_slot(self.head + done as u32) as usize] = len as u16;
+                let slot = chunk_slot(self.head + done as u32) as usize;
+                rec.pending_lens[slot] = len as u16;
+                rec.pending_info[slot] = info;
                 done += 1;
             }
             self.used += done;
@@ -231,6 +241,7 @@ impl RxRun {
         bar: &MappedRegion,
         rec: &mut RunRecords,
         frame: &[u8],
+        info: u64,
         finish: impl FnOnce(&MappedRegion, usize),
     ) -> bool {
         if !self.takes(frame) {
@@ -261,6 +272,7 @@ impl RxRun {
         finish(region, offset);
         self.used += 1;
         rec.pending_lens[chunk_slot(head) as usize] = len as u16;
+        rec.pending_info[chunk_slot(head) as usize] = info;
         let next = if head + 1 == self.size { 0 } else { head + 1 };
         self.head = next;
         self.written += 1;
@@ -289,9 +301,10 @@ impl RxRun {
         let next = |i: u32| if i + 1 == self.size { 0 } else { i + 1 };
         if self.advanced {
             while i != self.head {
-                let n = u64::from(rec.pending_lens[chunk_slot(i) as usize]);
-                // Advanced write-back overwrites qword 0 (no RSS, no packet type) [DS 7.1.6.2].
-                ring.write(i, 0, RX_DD | RX_EOP | n << 32);
+                let slot = chunk_slot(i) as usize;
+                let n = u64::from(rec.pending_lens[slot]);
+                // Advanced write-back overwrites qword 0 with the RSS fields [DS 7.1.6.2].
+                ring.write(i, rec.pending_info[slot], RX_DD | RX_EOP | n << 32);
                 i = next(i);
             }
         } else {
@@ -317,19 +330,32 @@ impl RxRun {
     }
 }
 
+/// The runs of one engine iteration on a port: one per queue that frames went to, begun at
+/// the first frame for it ([`Port::rx_run_begin`]). Without RSS that is queue 0 alone; with
+/// it, a frame's queue comes from its hash, and the runs of other queues stay open, so the
+/// cost of a frame does not grow with the number of queues.
+pub struct RxRuns {
+    runs: [Option<RxRun>; RSS_QUEUES],
+}
+
 impl Port {
-    /// Starts a run of receives on the fast path (see [`RxRun`]) if the port is in the state
-    /// it covers: receiving, CRC stripped, the queue frames go to enabled with its ring in one
-    /// piece of driver memory, nothing held in the packet buffer. Every frame of the run must
-    /// then go through [`Self::rx_run_frame`], and the run end with [`Self::rx_run_end`]. A run
-    /// takes the frames of one queue: all frames until RSS exists (see `Port::rx_queue_for`).
+    /// The runs of an engine iteration (see [`RxRuns`]): every frame of it must then go
+    /// through [`Self::rx_run_frame`] (or the generated variants), and the runs end with
+    /// [`Self::rx_run_end`].
     #[inline(always)]
-    pub fn rx_run_begin(&mut self, dma: &mut impl DmaSpace) -> Option<RxRun> {
+    pub fn rx_run_begin(&mut self, _dma: &mut impl DmaSpace) -> RxRuns {
+        RxRuns { runs: Default::default() }
+    }
+
+    /// Starts a run of receives into `queue` on the fast path (see [`RxRun`]) if the port is in
+    /// the state it covers: receiving, CRC stripped, the queue enabled with its ring in one
+    /// piece of driver memory, nothing held in the packet buffer.
+    #[inline(never)]
+    fn rx_run_begin_queue(&mut self, dma: &mut impl DmaSpace, queue: u32) -> Option<RxRun> {
         if self.virtio.is_some() {
             return None;
         }
         let cfg = self.paths;
-        let queue = super::DEFAULT_RX_QUEUE;
         let q = &self.rx[queue as usize];
         if !(cfg.rx_open
             && cfg.strip_crc
@@ -367,16 +393,28 @@ impl Port {
         })
     }
 
-    /// One frame from the wire during a run: on the fast path if it takes it, otherwise
-    /// through [`Self::receive`], after which a new run starts if the state allows.
+    /// The run of the queue `c` names, begun if it is not yet; `None` if the fast path does
+    /// not cover that queue now.
     #[inline(always)]
-    pub fn rx_run_frame(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, frame: &[u8]) {
-        if let Some(r) = run.as_mut() {
-            if r.push(&*dma, &self.bar, &mut self.rx_records, frame) {
+    fn run_of<'r>(&mut self, dma: &mut impl DmaSpace, runs: &'r mut RxRuns, c: Classified) -> Option<&'r mut RxRun> {
+        let slot = runs.runs.get_mut(c.queue as usize)?;
+        if slot.is_none() {
+            *slot = self.rx_run_begin_queue(dma, c.queue);
+        }
+        slot.as_mut()
+    }
+
+    /// One frame from the wire during the runs: on the fast path if it takes it, otherwise
+    /// through [`Self::receive`].
+    #[inline(always)]
+    pub fn rx_run_frame(&mut self, dma: &mut impl DmaSpace, runs: &mut RxRuns, frame: &[u8]) {
+        let c = self.rx_queue_for(frame);
+        if let Some(r) = self.run_of(dma, runs, c) {
+            if r.push(&*dma, &self.bar, &mut self.rx_records[c.queue as usize], frame, c.info) {
                 return;
             }
         }
-        self.rx_run_slow(dma, run, frame);
+        self.rx_run_slow(dma, runs, frame);
     }
 
     /// [`Self::rx_run_frame`] for a generated frame. The fast path writes the template and
@@ -385,13 +423,14 @@ impl Port {
     /// which happens only after the previous frame's buffer line arrived from the driver's
     /// core.
     #[inline(always)]
-    pub fn rx_run_generated(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, due: &mut DueFrame) {
-        if let Some(r) = run.as_mut() {
-            if r.push_generated(&*dma, &self.bar, &mut self.rx_records, due) {
+    pub fn rx_run_generated(&mut self, dma: &mut impl DmaSpace, runs: &mut RxRuns, due: &mut DueFrame) {
+        let c = if self.rss.enabled() { self.rx_queue_for(&due.header()) } else { self.rx_queue_for(&[]) };
+        if let Some(r) = self.run_of(dma, runs, c) {
+            if r.push_generated(&*dma, &self.bar, &mut self.rx_records[c.queue as usize], due, c.info) {
                 return;
             }
         }
-        self.rx_run_slow(dma, run, due.frame());
+        self.rx_run_slow(dma, runs, due.frame());
     }
 
     /// Delivers what the generator has due at `now_ps` (at most `max`) on the fast path, as
@@ -400,30 +439,42 @@ impl Port {
     #[inline(always)]
     pub fn rx_run_generated_burst(
         &mut self,
-        dma: &impl DmaSpace,
-        run: &mut Option<RxRun>,
+        dma: &mut impl DmaSpace,
+        runs: &mut RxRuns,
         generator: &mut Generator,
         wire: &mut WireClock,
         now_ps: u64,
         max: usize,
     ) -> usize {
-        let Some(r) = run.as_mut() else { return 0 };
-        let (bar, rec) = (&self.bar, &mut self.rx_records);
-        generator.deliver_burst(now_ps, wire, max, |burst| r.push_burst(dma, bar, rec, burst))
+        generator.deliver_burst(now_ps, wire, max, |burst| {
+            // One flow: one queue for the whole burst.
+            let c = self.rx_queue_for(burst.frame);
+            let Some(r) = self.run_of(dma, runs, c) else { return 0 };
+            r.push_burst(&*dma, &self.bar, &mut self.rx_records[c.queue as usize], burst, c.info)
+        })
     }
 
     #[inline(never)]
-    fn rx_run_slow(&mut self, dma: &mut impl DmaSpace, run: &mut Option<RxRun>, frame: &[u8]) {
-        self.rx_run_end(&*dma, run);
+    fn rx_run_slow(&mut self, dma: &mut impl DmaSpace, runs: &mut RxRuns, frame: &[u8]) {
+        // The slow path may hold the frame in the packet buffer, which every queue's frames
+        // then wait behind: every run ends, and each begins again at its next frame.
+        self.rx_run_end(&*dma, runs);
         self.receive(dma, frame);
-        *run = self.rx_run_begin(dma);
     }
 
-    /// Ends a run: the queue's head and the statistics take what the run did.
+    /// Ends the runs: each queue's head and the statistics take what its run did.
     #[inline]
-    pub fn rx_run_end(&mut self, dma: &impl DmaSpace, run: &mut Option<RxRun>) {
-        let Some(r) = run.as_mut() else { return };
-        r.write_back(dma, &self.rx_records);
+    pub fn rx_run_end(&mut self, dma: &impl DmaSpace, runs: &mut RxRuns) {
+        for slot in runs.runs.iter_mut() {
+            if let Some(mut r) = slot.take() {
+                self.end_run(dma, &mut r);
+            }
+        }
+    }
+
+    #[inline]
+    fn end_run(&mut self, dma: &impl DmaSpace, r: &mut RxRun) {
+        r.write_back(dma, &self.rx_records[r.queue as usize]);
         let r = &*r;
         self.rx_windows.keep(r.buffers, dma);
         let c = &mut self.counters;
@@ -441,6 +492,5 @@ impl Port {
         c.qbrc[q.stat] += r.written_bytes;
         c.qprdc[q.stat] += r.no_descriptor;
         q.dropped += r.no_descriptor;
-        *run = None;
     }
 }

@@ -423,6 +423,20 @@ impl<'a> DueFrame<'a> {
         &self.template.frame
     }
 
+    /// The frame's first [`MIN_FRAME`] bytes with its flow's fields written (the sequence
+    /// fields left as the template has them): its headers, for what chooses its queue.
+    #[inline]
+    pub fn header(&self) -> [u8; MIN_FRAME] {
+        let mut head = [0u8; MIN_FRAME];
+        if let Some(t) = self.template.frame.first_chunk::<MIN_FRAME>() {
+            head = *t;
+        }
+        if let Some(f) = self.flow_fields() {
+            f.write_into(&mut head);
+        }
+        head
+    }
+
     /// The flow's address fields, if they differ from the template's.
     #[inline(always)]
     pub fn flow_fields(&self) -> Option<&FlowFields> {

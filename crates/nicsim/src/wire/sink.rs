@@ -18,7 +18,19 @@ pub struct StreamStats {
     /// One past the highest sequence number seen: frames from here to the generator's count
     /// never arrived (or have not yet), and are not among the gaps in `lost`.
     pub next_seq: u64,
+    /// Frames that arrived after a later frame of their own flow (source address and port):
+    /// what RSS must never cause, while frames of different flows may interleave.
+    #[serde(default)]
+    pub flow_reordered: u64,
 }
+
+/// Flows a sink tells apart per stream: by source port, the source address as a tag
+/// (the generator's flows differ in both; see `FlowFields::of`).
+const FLOW_SLOTS: usize = 1 << 16;
+
+/// Per flow slot: the source address of the flow last seen there and one past its highest
+/// sequence number.
+type FlowTable = Box<[(u32, u64)]>;
 
 /// The bytes of a frame a sink reads: headers and nicsim's payload fields.
 pub const SINK_HEAD: usize = 64;
@@ -33,6 +45,9 @@ pub struct Sink {
     /// Frames that were not nicsim generator frames.
     pub foreign: u64,
     pub streams: Vec<StreamStats>,
+    /// Per stream, each flow's order (see [`StreamStats::flow_reordered`]), made at its first
+    /// frame.
+    flows: Vec<Option<FlowTable>>,
     pub latency_ns: LatencyHistogram,
     /// The frames that took [`SLOW_FRAME_NS`] or longer, each as (engine time it reached the
     /// sink, latency), the first [`SLOW_FRAMES_KEPT`]; and how many more there were. With
@@ -65,6 +80,7 @@ impl Sink {
             bytes: 0,
             foreign: 0,
             streams: vec![StreamStats::default(); MAX_STREAMS],
+            flows: (0..MAX_STREAMS).map(|_| None).collect(),
             latency_ns: LatencyHistogram::new(),
             slow_frames: SharedLog::new(usize::MAX),
             slow_frames_not_kept: 0,
@@ -124,6 +140,17 @@ impl Sink {
         } else {
             s.reordered += 1;
             s.lost = s.lost.saturating_sub(1);
+        }
+        if let Some(table) = self.flows.get_mut(stream as usize) {
+            let table = table.get_or_insert_with(|| vec![(0, 0); FLOW_SLOTS].into_boxed_slice());
+            let src_ip = u32::from_be_bytes([head[26], head[27], head[28], head[29]]);
+            let slot = usize::from(u16::from_be_bytes([head[34], head[35]]));
+            if let Some(e) = table.get_mut(slot) {
+                match *e {
+                    (ip, next) if ip == src_ip && seq < next => s.flow_reordered += 1,
+                    _ => *e = (src_ip, seq.saturating_add(1)),
+                }
+            }
         }
         let latency = (end_ps / 1000).saturating_sub(ts_ns).max(1);
         self.latency_ns.record(latency);

@@ -188,3 +188,25 @@ fn sink_counts_loss_and_reordering() {
     s.consume(&[0u8; 60], 0);
     assert_eq!(s.foreign, 1);
 }
+
+#[test]
+fn sink_tells_reordering_within_a_flow_from_flows_interleaved() {
+    let mut s = Sink::new();
+    // Two flows (source ports 1024 and 1025); sequence numbers alternate between them.
+    let f = |seq: u64| {
+        let mut t = build_template(60, [0; 6], 2);
+        t[34..36].copy_from_slice(&(1024 + (seq % 2) as u16).to_be_bytes());
+        t[PAYLOAD..PAYLOAD + 8].copy_from_slice(&seq.to_le_bytes());
+        t
+    };
+    // Flow 1 (odd) runs ahead of flow 0 (even), as two queues do: each flow in order.
+    for seq in [1, 3, 5, 0, 2, 4] {
+        s.consume(&f(seq), 5_000_000);
+    }
+    let st = &s.streams[2];
+    assert_eq!((st.received, st.lost, st.flow_reordered), (6, 0, 0));
+    assert!(st.reordered > 0, "out of global order");
+    // Then flow 0 goes backwards.
+    s.consume(&f(2), 5_000_000);
+    assert_eq!(s.streams[2].flow_reordered, 1);
+}
