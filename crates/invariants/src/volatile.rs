@@ -4,9 +4,11 @@
 //! Every reference made here is in bounds and aligned, checked once when it is made, and is
 //! accessed only with volatile loads and stores of types valid for every bit pattern
 //! ([`crate::DeviceValue`]); none hands out a Rust reference into the memory. A
-//! [`DeviceMemory`] over ordinary memory borrows it exclusively ([`DeviceMemory::from_words`]);
-//! over a mapping, it is made by the one that owns the mapping, through the `unsafe`
-//! [`DeviceMemory::from_raw_parts`], whose contract is that.
+//! [`DeviceMemory`] is made only over a mapping, outside any Rust allocation, by the one that
+//! owns the mapping, through the `unsafe` [`DeviceMemory::from_raw_parts`], whose contract is
+//! that. Volatile accesses there are I/O whose effect the device defines, also when two
+//! threads make them at once: the references are `Send`, so that a queue can be handed to
+//! the thread that serves it, and not `Sync` (a queue is held by one thread).
 
 use crate::ring::{ConstIndex, RingIndex};
 use crate::DeviceValue;
@@ -23,21 +25,30 @@ pub struct DeviceMemory<'a> {
     _memory: PhantomData<&'a UnsafeCell<[u8]>>,
 }
 
+// SAFETY: the memory is a mapping outside any Rust allocation (`from_raw_parts`' contract),
+// reached only by volatile accesses, which are I/O the device orders: made from another
+// thread, they race only as the device's own accesses do, which every reader already treats
+// as untrusted input. Nothing here is tied to the thread that made it.
+unsafe impl Send for DeviceMemory<'_> {}
+
 impl<'a> DeviceMemory<'a> {
     /// Device memory over `len` bytes at `ptr`: a mapping of the platform layer (a BAR, a
     /// hugepage block), which makes these for what it maps (`platform::MappedRegion`).
     ///
     /// # Safety
-    /// `[ptr, ptr + len)` must be readable and writable for all of `'a`, and never be reached
-    /// through a Rust reference (`&T`, `&mut T`) meanwhile: only volatile accesses, of this
-    /// process or of a device, may touch it.
+    /// `[ptr, ptr + len)` must be a mapping outside any Rust allocation (`mmap`ed memory, not
+    /// a Rust object), readable and writable for all of `'a`, and never be reached through a
+    /// Rust reference (`&T`, `&mut T`) meanwhile: only volatile accesses, of this process's
+    /// threads or of a device, may touch it.
     pub unsafe fn from_raw_parts(ptr: NonNull<u8>, len: usize) -> Self {
         // INVARIANT: the caller's contract is the type's.
         DeviceMemory { ptr, len, _memory: PhantomData }
     }
 
-    /// Device memory over ordinary memory (tests, and a device model in the same process).
-    pub fn from_words(words: &'a mut [u64]) -> Self {
+    /// Device memory over ordinary memory, for this crate's tests: a Rust allocation, which
+    /// the `Send` references must never reach from outside them.
+    #[cfg(test)]
+    pub(crate) fn from_words(words: &'a mut [u64]) -> Self {
         let len = core::mem::size_of_val(words);
         // INVARIANT: the exclusive borrow keeps every other reference away for `'a`.
         DeviceMemory { ptr: NonNull::from(words).cast::<u8>(), len, _memory: PhantomData }
@@ -83,6 +94,9 @@ pub struct VolatilePtr<'a, T> {
     ptr: NonNull<T>,
     _memory: PhantomData<&'a UnsafeCell<T>>,
 }
+
+// SAFETY: as for `DeviceMemory`, whose memory the pointer is in (type invariant).
+unsafe impl<T: DeviceValue> Send for VolatilePtr<'_, T> {}
 
 impl<T> Clone for VolatilePtr<'_, T> {
     fn clone(&self) -> Self {
@@ -248,6 +262,9 @@ pub struct VolatileArray<'a, T, const N: usize> {
     ptr: NonNull<T>,
     _memory: PhantomData<&'a UnsafeCell<[T; N]>>,
 }
+
+// SAFETY: as for `DeviceMemory`, whose memory the array is in (type invariant).
+unsafe impl<T: DeviceValue, const N: usize> Send for VolatileArray<'_, T, N> {}
 
 impl<T, const N: usize> Clone for VolatileArray<'_, T, N> {
     fn clone(&self) -> Self {

@@ -9,7 +9,7 @@
 //! or a const generic ([`ConstOutputs`], the *const* model). Both index their per-output arrays
 //! without checks and without padding to 256.
 
-use crate::device::{Device, DriverError};
+use crate::device::{Device, DriverError, RssQueue};
 use crate::regs::{RX_DD, RX_EOP};
 use crate::{PacketData, PacketLength, Refused};
 use invariants::{BrandedIndex, BrandedLen, BrandedVec, ConstArray, ConstIndex, RingIndex, VolatileArray, VolatilePtr};
@@ -189,6 +189,28 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
         output_devices: &O::Array<Device<'a>>,
         outputs: O,
     ) -> Result<Self, DriverError> {
+        Self::on(mem, input, RssQueue::new(0), output_devices, outputs)
+    }
+
+    /// [`Self::new`] on RX queue `queue` of `input`: one of those [`Device::enable_rss`]
+    /// spreads frames over. An agent is `Send`, for the thread that serves it, and not `Sync`:
+    ///
+    /// ```compile_fail,E0277
+    /// # use ixgbe::agent::{Agent, ConstOutputs};
+    /// fn share(a: &Agent<'_, ConstOutputs<1>, 256>) {
+    ///     std::thread::scope(|s| {
+    ///         s.spawn(|| a.desynchronised());
+    ///         s.spawn(|| a.desynchronised());
+    ///     });
+    /// }
+    /// ```
+    pub fn on(
+        mem: &'a mut AgentMemory<N>,
+        input: &Device<'a>,
+        queue: RssQueue,
+        output_devices: &O::Array<Device<'a>>,
+        outputs: O,
+    ) -> Result<Self, DriverError> {
         if mem.rings.len() != outputs.count() {
             return Err(DriverError::Invalid(format!(
                 "agent memory for {} outputs does not fit {} outputs",
@@ -220,7 +242,7 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
             })
         })?;
         let shared_ring = out[outputs.first()].ring;
-        let receive = input.set_input(shared_ring)?;
+        let receive = input.set_input(queue, shared_ring)?;
         Ok(Agent {
             outputs,
             buffers: buffer_data,

@@ -1,7 +1,7 @@
 //! Opening an 82599 function and bringing it up [DS 4.6.3].
 
 use crate::regs::*;
-use invariants::RingIndex;
+use invariants::{ConstIndex, RingIndex};
 use platform::dma::HeadSlot;
 use platform::i82599::{EnabledQueue, Function, LegacyRing, Registers, RxQueueIndex, TxQueueIndex};
 use platform::PlatformError;
@@ -105,6 +105,38 @@ impl Port {
 pub struct Device<'a> {
     regs: Registers<'a>,
 }
+
+/// RX queues RSS spreads frames over without VT or DCB: a redirection-table entry has 4 bits
+/// [DS 7.1.2.8.1].
+pub const RSS_QUEUES: usize = 16;
+/// An RX queue RSS can choose.
+pub type RssQueue = ConstIndex<RSS_QUEUES>;
+
+/// How many RX queues RSS spreads over: 1 to [`RSS_QUEUES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RssQueues(usize);
+
+impl RssQueues {
+    /// `n` queues, if 1 ≤ n ≤ [`RSS_QUEUES`].
+    pub fn new(n: usize) -> Option<Self> {
+        (1..=RSS_QUEUES).contains(&n).then_some(RssQueues(n))
+    }
+    pub fn get(self) -> usize {
+        self.0
+    }
+    /// The queues `0..n`.
+    pub fn all(self) -> impl Iterator<Item = RssQueue> {
+        RssQueue::all().take(self.0)
+    }
+}
+
+/// The RSS key [`Device::enable_rss`] programs: the datasheet's and Microsoft's verification
+/// key [DS 7.1.2.8.3], DPDK's default too, so that a test can predict every queue.
+pub const RSS_KEY: [u8; 40] = [
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b,
+    0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac,
+    0x01, 0xfa,
+];
 
 /// Bytes of packet buffer 0 kept free above the XOFF mark: what arrives before the partner
 /// stops (TinyNF's and the datasheet's 0x6000 [DS 4.6.11.3.4]).
@@ -332,20 +364,50 @@ impl<'a> Device<'a> {
         Ok(())
     }
 
-    /// Gives RX queue 0 the ring `ring` (buffers of [`crate::BUFFER_SIZE`], dropping when no
+    /// Spreads received frames over RX queues `0..queues` by RSS [DS 7.1.2.8]: the Toeplitz
+    /// hash of their IPv4 or IPv6 addresses and TCP or UDP ports with [`RSS_KEY`], its low 7
+    /// bits choosing a redirection-table entry, entry `i` naming queue `i % queues`; the hash
+    /// is written back in each descriptor (RXCSUM.PCSD), and queue `q` counts in QPRC(q).
+    /// Frames of one flow always reach one
+    /// queue; frames with no such header reach queue 0. Call it after [`Self::init`], before
+    /// receive is enabled [DS 4.6.7].
+    pub fn enable_rss(&self, queues: RssQueues) -> Result<(), DriverError> {
+        for n in ConstIndex::<10>::all() {
+            let k = n.get() * 4;
+            self.write(rssrk(n), u32::from_le_bytes([RSS_KEY[k], RSS_KEY[k + 1], RSS_KEY[k + 2], RSS_KEY[k + 3]]))?;
+        }
+        for n in ConstIndex::<32>::all() {
+            let entry = |k: usize| ((4 * n.get() + k) % queues.get()) as u8;
+            self.write(reta(n), u32::from_le_bytes([entry(0), entry(1), entry(2), entry(3)]))?;
+        }
+        // Each RSS queue counts in a statistics register of its own (QPRC(q)) [DS 8.2.3.8.9].
+        for n in ConstIndex::<32>::all().take(RSS_QUEUES / 4) {
+            let q = |k: usize| (4 * n.get() + k) as u8;
+            self.write(rqsmr(n), u32::from_le_bytes([q(0), q(1), q(2), q(3)]))?;
+        }
+        self.set(RXCSUM, RXCSUM_PCSD)?;
+        self.write(MRQC, MRQC_RSS | MRQC_FIELDS)
+    }
+
+    /// Gives RX queue `q` the ring `ring` (buffers of [`crate::BUFFER_SIZE`], dropping when no
     /// descriptor is free unless flow control is on: frames then wait in the packet buffer),
     /// enables it and hands the device every descriptor but one [DS 4.6.7.1, 7.1.9]. The queue
     /// is enabled until it is dropped. The first queue of the process confines it
     /// (`platform::confine`, docs/safety.md).
     pub(crate) fn set_input<const N: usize>(
         &self,
+        queue: RssQueue,
         ring: LegacyRing<'_, N>,
     ) -> Result<EnabledQueue<'a, N>, DriverError> {
-        let q = QueueIndex::new(0);
+        let q = QueueIndex::new(queue.get());
         if self.read(rxdctl(q)) & RXDCTL_ENABLE != 0 {
-            return Err(DriverError::Exhausted { address: self.address().to_string(), what: "free RX queue 0" });
+            return Err(DriverError::Invalid(format!(
+                "{}: RX queue {} is in use already: stop the program that drives it, or give this one another queue",
+                self.address(),
+                queue.get()
+            )));
         }
-        let queue = self.regs.enable_rx(RxQueueIndex::new(0), ring, !self.flow_control())?;
+        let queue = self.regs.enable_rx(RxQueueIndex::new(queue.get()), ring, !self.flow_control())?;
         queue.doorbell().ring(RingIndex::wrapping(N - 1));
         self.start_receive()?;
         // No relaxed ordering of descriptor write-back [DS 8.2.3.11.1].

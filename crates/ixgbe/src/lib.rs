@@ -21,7 +21,7 @@ pub mod memory;
 pub mod queues;
 pub mod regs;
 
-pub use device::{Device, DriverError, Port, PresenceCheck};
+pub use device::{Device, DriverError, Port, PresenceCheck, RssQueue, RssQueues, RSS_KEY, RSS_QUEUES};
 
 /// Bytes per packet buffer, packet buffers and their lengths: the trusted base's, which gives
 /// the device no longer buffer and takes no longer length.

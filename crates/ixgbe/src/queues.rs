@@ -9,7 +9,7 @@
 //! ("buffers are conserved"). "Pool inversion": a receive queue and the transmit queue its
 //! packets go to share one pool, so recycled TX buffers refill that RX ring.
 
-use crate::device::{Device, DriverError};
+use crate::device::{Device, DriverError, RssQueue};
 use crate::regs::{RX_DD, RX_EOP};
 use crate::{PacketData, PacketLength, Refused};
 use invariants::{ArrayStack, RingArray, RingIndex, RingQueue, VolatilePtr};
@@ -242,7 +242,30 @@ pub struct TxRing<'a, const N: usize> {
     mem: &'a QueueMemory<N>,
 }
 
-/// RX queue 0 of an 82599 with `N` legacy descriptors.
+/// An RX queue of an 82599 with `N` legacy descriptors. It can be handed to the thread that
+/// serves it (`Send`), never shared by two (`!Sync`):
+///
+/// ```compile_fail,E0277
+/// # use ixgbe::queues::RxQueue;
+/// fn share(q: &RxQueue<'_, 512>) {
+///     std::thread::scope(|s| {
+///         s.spawn(|| q.held());
+///         s.spawn(|| q.held());
+///     });
+/// }
+/// ```
+///
+/// and a queue handed to one thread is gone from the others:
+///
+/// ```compile_fail,E0382
+/// # use ixgbe::queues::RxQueue;
+/// fn hand_twice(q: RxQueue<'_, 512>) {
+///     std::thread::scope(|s| {
+///         s.spawn(move || drop(q));
+///         s.spawn(move || drop(q));
+///     });
+/// }
+/// ```
 pub struct RxQueue<'a, const N: usize> {
     ring: LegacyRing<'a, N>,
     /// The buffer of every slot: an RX ring is always full, so no slot is ever empty.
@@ -259,6 +282,17 @@ pub struct RxQueue<'a, const N: usize> {
 impl<'a, const N: usize> RxQueue<'a, N> {
     /// Fills the ring from `pool` and enables RX queue 0 of `device` [DS 4.6.7].
     pub fn new(device: &Device<'a>, ring: RxRing<'a, N>, pool: &mut BufferPool<'a>) -> Result<Self, DriverError> {
+        Self::on(device, RssQueue::new(0), ring, pool)
+    }
+
+    /// Fills the ring from `pool` and enables RX queue `queue` of `device` [DS 4.6.7]: one of
+    /// those [`Device::enable_rss`] spreads frames over.
+    pub fn on(
+        device: &Device<'a>,
+        queue: RssQueue,
+        ring: RxRing<'a, N>,
+        pool: &mut BufferPool<'a>,
+    ) -> Result<Self, DriverError> {
         let mem = ring.mem;
         let buffers: Vec<Buffer<'a>> = std::iter::from_fn(|| pool.take()).take(N).collect();
         if buffers.len() < N {
@@ -268,7 +302,7 @@ impl<'a, const N: usize> RxQueue<'a, N> {
         let mut buffers = buffers.into_iter();
         let held = RingArray::from_fn(|_| buffers.next().expect("N buffers were taken"));
         let ring = LegacyRing::new(&mem.region, mem.rx_ring, |i| held[i].addr)?;
-        let queue = device.set_input(ring)?;
+        let queue = device.set_input(queue, ring)?;
         Ok(RxQueue { ring, held, tail: queue.doorbell(), next: RingIndex::ZERO, refused: Refused::default(), queue })
     }
 
@@ -339,7 +373,18 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
     }
 }
 
-/// A TX queue of an 82599 with `N` legacy descriptors and head write-back.
+/// A TX queue of an 82599 with `N` legacy descriptors and head write-back; like
+/// [`RxQueue`], `Send` and not `Sync`:
+///
+/// ```compile_fail,E0277
+/// # use ixgbe::queues::TxQueue;
+/// fn share(q: &TxQueue<'_, 512>) {
+///     std::thread::scope(|s| {
+///         s.spawn(|| q.held());
+///         s.spawn(|| q.held());
+///     });
+/// }
+/// ```
 pub struct TxQueue<'a, const N: usize> {
     ring: LegacyRing<'a, N>,
     /// The buffers queued and not yet recycled: from the last recycled slot up to the tail.
@@ -437,5 +482,21 @@ mod memory_tests {
         // Once the first parts are gone, the memory can be used again (a compile_fail
         // doctest on `parts` shows a second call while they live is refused).
         assert_eq!(mem.parts().unwrap().pool.available(), 128);
+    }
+}
+
+#[cfg(test)]
+mod thread_tests {
+    use super::*;
+
+    fn handed_to_a_thread<T: Send>() {}
+
+    #[test]
+    fn queues_pools_and_batches_can_be_handed_to_the_thread_that_serves_them() {
+        handed_to_a_thread::<RxQueue<'static, 512>>();
+        handed_to_a_thread::<TxQueue<'static, 512>>();
+        handed_to_a_thread::<BufferPool<'static>>();
+        handed_to_a_thread::<Batch<'static, 32>>();
+        handed_to_a_thread::<crate::agent::Agent<'static, crate::agent::ConstOutputs<1>, 512>>();
     }
 }

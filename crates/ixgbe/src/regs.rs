@@ -73,6 +73,24 @@ pub const RDRXCTL_FCOE_WRFIX: u32 = 1 << 26;
 pub const RXCTRL: Reg = reg(0x03000); // [DS 8.2.3.8.10]
 pub const RXCTRL_RXEN: u32 = 1;
 pub const FCTRL: Reg = reg(0x05080); // [DS 8.2.3.7.1]
+/// RSS [DS 7.1.2.8]: the hash in the write-back (RXCSUM.PCSD), the hash fields and enable
+/// (MRQC), the redirection table (RETA, four 4-bit entries per register) and the key (RSSRK).
+pub const RXCSUM: Reg = reg(0x05000); // [DS 8.2.3.7.5]
+pub const RXCSUM_PCSD: u32 = 1 << 13;
+pub const MRQC: Reg = reg(0x05818); // [DS 8.2.3.7.12]
+pub const MRQC_RSS: u32 = 0x1;
+pub const MRQC_FIELDS: u32 = (1 << 16) | (1 << 17) | (1 << 20) | (1 << 21) | (1 << 22) | (1 << 23);
+pub const fn reta(n: ConstIndex<32>) -> Reg {
+    reg(0x05C00 + 4 * n.get())
+}
+pub const fn rssrk(n: ConstIndex<10>) -> Reg {
+    reg(0x05C80 + 4 * n.get())
+}
+/// Receive queue statistics mapping: queues 4n..4n+3 to the counters in its four bytes
+/// [DS 8.2.3.8.9 (RQSMR)].
+pub const fn rqsmr(n: ConstIndex<32>) -> Reg {
+    reg(0x02300 + 4 * n.get())
+}
 pub const FCTRL_MPE: u32 = 1 << 8;
 pub const FCTRL_UPE: u32 = 1 << 9;
 pub const FCTRL_BAM: u32 = 1 << 10;

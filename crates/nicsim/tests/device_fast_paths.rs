@@ -75,7 +75,7 @@ fn receive_runs_write_and_count_exactly_as_single_receives() {
                     // As the engine delivers a burst: one run.
                     let r = &mut rigs[1];
                     let mut run = r.port.rx_run_begin(&mut r.dma);
-                    assert!(round > 0 || run.is_some(), "a fresh, enabled queue starts a run");
+                    assert!(round > 0 || run.any_open(), "a fresh, enabled queue starts a run");
                     for f in &frames {
                         r.port.rx_run_frame(&mut r.dma, &mut run, f);
                     }
@@ -175,7 +175,7 @@ fn deliver_generated(r: &mut Rig, generator: &mut Generator, wire: &mut WireCloc
     let mut run = r.port.rx_run_begin(&mut r.dma);
     let mut taken = 0;
     if bursts {
-        taken = r.port.rx_run_generated_burst(&r.dma, &mut run, generator, wire, now, allowed);
+        taken = r.port.rx_run_generated_burst(&mut r.dma, &mut run, generator, wire, now, allowed);
         allowed -= taken;
     }
     for _ in 0..allowed {
@@ -302,7 +302,7 @@ fn receive_descriptors_are_written_back_by_chunks_and_all_when_the_run_ends() {
             let now = 19_000_000;
             let allowed = g.allowance(now, 4 * chunk);
             let mut run = r.port.rx_run_begin(&mut r.dma);
-            let taken = r.port.rx_run_generated_burst(&r.dma, &mut run, &mut g, &mut wire, now, allowed);
+            let taken = r.port.rx_run_generated_burst(&mut r.dma, &mut run, &mut g, &mut wire, now, allowed);
             let filled = ring - 1;
             assert!(taken > filled, "{what}: {taken} frames, more than the ring holds (DROP_EN drops the rest)");
             let whole = filled / chunk * chunk;
@@ -341,7 +341,7 @@ fn receive_descriptors_are_written_back_by_chunks_and_all_when_the_run_ends() {
                 now += (round % 7 + 1) * 600_000;
                 let allowed = g.allowance(now, 4 * chunk);
                 let mut run = r.port.rx_run_begin(&mut r.dma);
-                r.port.rx_run_generated_burst(&r.dma, &mut run, &mut g, &mut wire, now, allowed);
+                r.port.rx_run_generated_burst(&mut r.dma, &mut run, &mut g, &mut wire, now, allowed);
                 r.port.rx_run_end(&r.dma, &mut run);
             }
             let c = &r.port.counters;
@@ -446,8 +446,14 @@ fn a_tail_moved_during_an_iteration_is_seen_before_frames_are_dropped() {
                 match path {
                     "burst" => {
                         let allowed = generator.allowance(now, 128);
-                        let taken =
-                            r.port.rx_run_generated_burst(&r.dma, &mut run, &mut generator, &mut wire, now, allowed);
+                        let taken = r.port.rx_run_generated_burst(
+                            &mut r.dma,
+                            &mut run,
+                            &mut generator,
+                            &mut wire,
+                            now,
+                            allowed,
+                        );
                         assert_eq!(taken, 10, "{what}: one burst takes all");
                         r.port.rx_run_end(&r.dma, &mut run);
                     }

@@ -10,6 +10,24 @@ pub fn available_cpus() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
+/// CPUs of the machine that are online, by number (`/sys/devices/system/cpu/online`, e.g.
+/// `0-3,6`), whatever this process's affinity; if that cannot be read, those it may run on.
+pub fn online_cpus() -> Vec<usize> {
+    let listed = std::fs::read_to_string("/sys/devices/system/cpu/online").ok().and_then(|l| parse_cpu_list(l.trim()));
+    listed.unwrap_or_else(|| (0..available_cpus()).collect())
+}
+
+/// A kernel CPU list (`0-3,6`), or `None` if it is not one.
+fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for range in list.split(',') {
+        let (first, last) = range.split_once('-').unwrap_or((range, range));
+        let (first, last): (usize, usize) = (first.parse().ok()?, last.parse().ok()?);
+        cpus.extend(first..=last);
+    }
+    Some(cpus)
+}
+
 /// Pins the calling thread to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     pin(None, cpu)
@@ -42,6 +60,14 @@ pub fn pin_process(pid: u32, cpu: usize) -> io::Result<()> {
         .and_then(rustix::process::Pid::from_raw)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("bad process id {pid}")))?;
     pin(Some(pid), cpu)
+}
+
+#[cfg(test)]
+#[test]
+fn cpu_lists_read_as_the_kernel_writes_them() {
+    assert_eq!(parse_cpu_list("0-3,6"), Some(vec![0, 1, 2, 3, 6]));
+    assert_eq!(parse_cpu_list("0"), Some(vec![0]));
+    assert_eq!(parse_cpu_list("zero"), None);
 }
 
 /// `None` is the calling thread.

@@ -1,11 +1,12 @@
 //! `safenic fwd`: forward both directions between two ports.
 
 use crate::filter::Filter;
+use crate::fwd_queues::{serve_on_cores, QueuePlan, Shared};
 use crate::{MacRewrite, Mode};
 use invariants::{with_len, BrandedLen, VolatilePtr};
 use ixgbe::agent::{rewrite_macs, Agent, AgentMemory, ConstOutputs, Outputs};
-use ixgbe::queues::{Batch, QueueMemory, QueueParts, Receive, RxQueue, Transmit, TxQueue};
-use ixgbe::{Device, DriverError, PacketData, PacketLength, Port, PresenceCheck, Refused};
+use ixgbe::queues::{Batch, BufferPool, QueueMemory, QueueParts, Receive, RxQueue, Transmit, TxQueue};
+use ixgbe::{Device, DriverError, PacketData, PacketLength, Port, PresenceCheck, Refused, RssQueues};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,10 @@ pub const COLD_CALLS: &[(&str, &str)] = &[
     (
         "safenic::fwd::Meter::tick",
         "once every 1 024 loop iterations, not per packet: clock, signal flag, progress line",
+    ),
+    (
+        "safenic::fwd::Meter::look_at_rings",
+        "once per presence period (100 ms), not per packet: asks each ring whether it is stuck, through the two below",
     ),
     (
         "ixgbe::agent::Agent::desynchronised",
@@ -71,6 +76,10 @@ pub struct Options {
     pub filter: Option<u16>,
     /// A virtio-net port's interface; the driver's choice (modern where offered) if `None`.
     pub virtio_interface: Option<virtio::Interface>,
+    /// 82599 ports: queue pairs, over which RSS spreads the flows (1 to 16).
+    pub queues: usize,
+    /// 82599 ports: the CPUs of the forwarding threads, one thread per CPU.
+    pub cores: Option<Vec<usize>>,
 }
 
 /// Stop conditions (time, signal, a device gone) and the per-second throughput line.
@@ -87,11 +96,16 @@ pub struct Meter<'d> {
     /// The loop stopped because a ring is stuck (see `Agent::desynchronised`): the model
     /// sets its queues up again and goes on.
     restart: bool,
-    /// What the last look at the rings found stuck, per direction: the driver's position.
-    suspect: [Option<usize>; 2],
-    /// IEEE 802.3x flow control, set up again with the devices at a restart.
+    /// What the last look at the rings found stuck, per direction of each queue pair: the
+    /// driver's position.
+    suspect: Vec<Option<usize>>,
+    /// IEEE 802.3x flow control and RSS, set up again with the devices at a restart.
     flow_control: bool,
+    rss: Option<RssQueues>,
     link_timeout: Duration,
+    /// With several forwarding threads: this one's number, and what they share.
+    thread: usize,
+    shared: Option<&'d Shared>,
 }
 
 /// What the forwarding loop does after a look at the meter.
@@ -104,7 +118,7 @@ enum Tick {
 }
 
 impl<'d> Meter<'d> {
-    fn new(o: &Options, devices: [&'d Device<'d>; 2]) -> Meter<'d> {
+    fn new(o: &Options, devices: [&'d Device<'d>; 2], rss: Option<RssQueues>) -> Meter<'d> {
         let (seconds, progress) = (o.seconds, o.progress);
         let now = Instant::now();
         Meter {
@@ -117,9 +131,45 @@ impl<'d> Meter<'d> {
             presence: PresenceCheck::new(),
             gone: None,
             restart: false,
-            suspect: [None; 2],
+            suspect: Vec::new(),
             flow_control: o.flow_control,
+            rss,
             link_timeout: o.link_timeout,
+            thread: 0,
+            shared: None,
+        }
+    }
+
+    /// The meter of forwarding thread `thread` of several, which share `shared`: the same
+    /// end and devices; only the first prints progress, of every thread's counts.
+    pub fn for_thread<'s>(&self, thread: usize, shared: &'s Shared) -> Meter<'s>
+    where
+        'd: 's,
+    {
+        Meter {
+            start: self.start,
+            last: self.last,
+            last_total: 0,
+            until: self.until,
+            progress: self.progress && thread == 0,
+            devices: self.devices,
+            presence: PresenceCheck::new(),
+            gone: None,
+            restart: false,
+            suspect: Vec::new(),
+            flow_control: self.flow_control,
+            rss: self.rss,
+            link_timeout: self.link_timeout,
+            thread,
+            shared: Some(shared),
+        }
+    }
+
+    /// Takes on what a thread's meter found: a device gone, a ring to restart.
+    pub fn absorb(&mut self, thread: Meter<'_>) {
+        self.restart |= thread.restart;
+        if self.gone.is_none() {
+            self.gone = thread.gone;
         }
     }
 
@@ -129,13 +179,13 @@ impl<'d> Meter<'d> {
     /// ring position while the driver starts at 0. A reset is a handshake: CTRL.RST clears
     /// only once the device has done it [DS 4.6.3.2].
     fn bring_up_again(&self) -> Result<(), DriverError> {
-        bring_up(self.devices, self.flow_control, self.link_timeout)
+        bring_up(self.devices, self.flow_control, self.rss, self.link_timeout)
     }
 
     /// Whether the loop stopped for a restart of the queues (and forgets it, with what the
     /// looks at the rings found).
     fn take_restart(&mut self) -> bool {
-        self.suspect = [None; 2];
+        self.suspect.clear();
         std::mem::take(&mut self.restart)
     }
 
@@ -144,14 +194,21 @@ impl<'d> Meter<'d> {
     /// reset under the driver, and asks the loop to check its rings.
     #[inline(never)]
     fn tick(&mut self, counts: [u64; 2]) -> Tick {
-        if platform::signals::terminate_requested() {
+        if platform::signals::terminate_requested() || self.shared.is_some_and(|s| s.stopping()) {
             return Tick::Stop;
         }
+        let counts = match self.shared {
+            Some(s) => s.publish(self.thread, counts),
+            None => counts,
+        };
         let now = Instant::now();
         let looked = self.presence.due(now);
         if looked {
             if let Err(e) = self.devices.iter().try_for_each(|d| d.check_running()) {
                 self.gone = Some(e);
+                if let Some(s) = self.shared {
+                    s.stop_all();
+                }
                 return Tick::Stop;
             }
         }
@@ -179,15 +236,22 @@ impl<'d> Meter<'d> {
         }
     }
 
-    /// After [`Tick::Check`], given where each direction's ring is stuck (if it is): stops
-    /// the loop for a restart of the queues if a ring was stuck at the same place at the last
-    /// look too, a presence period ago. One look can be wrong for a moment (the device's head
-    /// register lags the descriptors it wrote); a ring that has not moved for a period is not.
-    #[inline(always)]
-    fn go_on_unless(&mut self, stuck: [Option<usize>; 2]) -> bool {
+    /// After [`Tick::Check`], given where each ring is stuck (if it is), in the same order at
+    /// every look: stops the loop for a restart of the queues if a ring was stuck at the same
+    /// place at the last look too, a presence period ago. One look can be wrong for a moment
+    /// (the device's head register lags the descriptors it wrote); a ring that has not moved
+    /// for a period is not.
+    #[inline(never)]
+    fn look_at_rings<I: Iterator<Item = Option<usize>>>(&mut self, stuck: I) -> bool {
+        let stuck: Vec<Option<usize>> = stuck.collect();
         let again = stuck.iter().zip(&self.suspect).any(|(now, before)| now.is_some() && now == before);
         self.suspect = stuck;
         self.restart = again;
+        if again {
+            if let Some(s) = self.shared {
+                s.stop_all();
+            }
+        }
         !again
     }
 }
@@ -229,6 +293,7 @@ pub fn run(o: &Options) -> Result<(), String> {
             "--filter applies to the flexible model without --flow-control (it filters each received batch)".into()
         );
     }
+    let plan = QueuePlan::of(o)?;
     // Before the devices: the process backend starts its helper now.
     let mut filter = o.filter.map(|port| Filter::new(port, BATCH)).transpose()?;
     stop_on_signals_and_pin(o)?;
@@ -238,14 +303,16 @@ pub fn run(o: &Options) -> Result<(), String> {
         return Err(format!("{} is both input and output: give two different ports", o.input));
     }
     let (a, b) = (port_a.device(), port_b.device());
-    bring_up([&a, &b], o.flow_control, o.link_timeout).map_err(|e| e.to_string())?;
-    let mut meter = Meter::new(o, [&a, &b]);
+    // One queue pair needs no RSS: every frame reaches queue 0 as before it existed.
+    let rss = (plan.queues.get() > 1).then_some(plan.queues);
+    bring_up([&a, &b], o.flow_control, rss, o.link_timeout).map_err(|e| e.to_string())?;
+    let mut meter = Meter::new(o, [&a, &b], rss);
     let start = Instant::now();
     let rewrite = o.mac_rewrite == MacRewrite::Paper;
     let totals = match o.mode {
-        Mode::Restricted => restricted(&a, &b, o.outputs, rewrite, &mut meter),
-        Mode::Const => const_model(&a, &b, rewrite, &mut meter),
-        Mode::Flexible => flexible(&a, &b, rewrite, o.flow_control, filter.as_mut(), &mut meter),
+        Mode::Restricted => restricted(&a, &b, o.outputs, rewrite, &plan, &mut meter),
+        Mode::Const => const_model(&a, &b, rewrite, &plan, &mut meter),
+        Mode::Flexible => flexible(&a, &b, rewrite, o.flow_control, filter.as_mut(), &plan, &mut meter),
     };
     // A device that went away also fails the stopping of the queues: its error is the one.
     let gone = meter.gone.take();
@@ -290,13 +357,21 @@ pub fn stop_on_signals_and_pin(o: &Options) -> Result<(), String> {
     Ok(())
 }
 
-/// Sets both devices up from scratch: reset and configuration [DS 4.6.3], flow control if
-/// asked, and the link.
-fn bring_up(devices: [&Device<'_>; 2], flow_control: bool, link_timeout: Duration) -> Result<(), DriverError> {
+/// Sets both devices up from scratch: reset and configuration [DS 4.6.3], flow control and
+/// RSS if asked, and the link.
+fn bring_up(
+    devices: [&Device<'_>; 2],
+    flow_control: bool,
+    rss: Option<RssQueues>,
+    link_timeout: Duration,
+) -> Result<(), DriverError> {
     for d in devices {
         d.init()?;
         if flow_control {
             d.enable_flow_control()?;
+        }
+        if let Some(queues) = rss {
+            d.enable_rss(queues)?;
         }
     }
     devices.iter().try_for_each(|d| d.wait_for_link(link_timeout))
@@ -307,23 +382,33 @@ fn restricted(
     b: &Device<'_>,
     outputs: usize,
     rewrite: bool,
+    plan: &QueuePlan,
     meter: &mut Meter,
 ) -> Result<Totals, DriverError> {
-    let mut mem_ab = AgentMemory::<RING>::allocate(outputs)?;
-    let mut mem_ba = AgentMemory::<RING>::allocate(outputs)?;
+    let mut mems = plan
+        .queues
+        .all()
+        .map(|_| Ok([AgentMemory::<RING>::allocate(outputs)?, AgentMemory::<RING>::allocate(outputs)?]))
+        .collect::<Result<Vec<_>, DriverError>>()?;
     let mut totals = Totals::default();
     with_len(outputs, |outs| loop {
         if totals.restarts > 0 {
             meter.bring_up_again()?;
         }
-        let mut ab = Agent::<_, RING>::new(&mut mem_ab, a, &outs.vec(|_| *b), outs)?;
-        let mut ba = Agent::<_, RING>::new(&mut mem_ba, b, &outs.vec(|_| *a), outs)?;
+        let mut pairs = Vec::with_capacity(mems.len());
+        for (q, [mem_ab, mem_ba]) in plan.queues.all().zip(mems.iter_mut()) {
+            let ab = Agent::<_, RING>::on(mem_ab, a, q, &outs.vec(|_| *b), outs)?;
+            let ba = Agent::<_, RING>::on(mem_ba, b, q, &outs.vec(|_| *a), outs)?;
+            pairs.push([ab, ba]);
+        }
         let forwarded = if rewrite {
-            forward_restricted::<true>(&mut ab, &mut ba, outs, meter)
+            serve_on_cores(plan, &mut pairs, meter, |p, m| forward_restricted::<true>(p, outs, m))?
         } else {
-            forward_restricted::<false>(&mut ab, &mut ba, outs, meter)
+            serve_on_cores(plan, &mut pairs, meter, |p, m| forward_restricted::<false>(p, outs, m))?
         };
-        totals.add(forwarded, [ab.refused, ba.refused]);
+        totals.add(forwarded, [Refused::default(); 2]);
+        pairs.iter().for_each(|[ab, ba]| totals.add([0, 0], [ab.refused, ba.refused]));
+        drop(pairs);
         if !meter.take_restart() {
             return Ok(totals);
         }
@@ -337,20 +422,19 @@ fn restricted(
 /// The restricted model's loop: each packet goes to the next output in turn.
 #[inline(never)]
 pub fn forward_restricted<'a, 'id, const REWRITE: bool>(
-    ab: &mut Agent<'a, BrandedLen<'id>, RING>,
-    ba: &mut Agent<'a, BrandedLen<'id>, RING>,
+    pairs: &mut [[Agent<'a, BrandedLen<'id>, RING>; 2]],
     outs: BrandedLen<'id>,
     meter: &mut Meter,
 ) -> [u64; 2] {
-    forward_agents::<_, _, REWRITE, true>(ab, ba, outs, |o| outs.next_wrapping(o), meter)
+    forward_agents::<_, _, REWRITE, true>(pairs, outs, |o| outs.next_wrapping(o), meter)
 }
 
-/// Both directions through two agents until the meter says stop; `next` picks the output of
-/// the packet after one sent to `o`. `APART`: through [`Agent::run_apart`], not inlined.
+/// Both directions of every queue pair through their agents until the meter says stop;
+/// `next` picks the output of the packet after one sent to `o`. `APART`: through
+/// [`Agent::run_apart`], not inlined.
 #[inline(always)]
 fn forward_agents<'a, O: Outputs, const N: usize, const REWRITE: bool, const APART: bool>(
-    ab: &mut Agent<'a, O, N>,
-    ba: &mut Agent<'a, O, N>,
+    pairs: &mut [[Agent<'a, O, N>; 2]],
     outputs: O,
     next: impl Fn(O::Index) -> O::Index,
     meter: &mut Meter,
@@ -359,16 +443,18 @@ fn forward_agents<'a, O: Outputs, const N: usize, const REWRITE: bool, const APA
     let (mut out_ab, mut out_ba) = (outputs.first(), outputs.first());
     loop {
         for _ in 0..CHECK_EVERY {
-            counts[0] += run_agent::<_, N, APART>(ab, |packet, len, lengths| {
-                forward_packet::<O, REWRITE>(packet, len, lengths, &mut out_ab, &next)
-            }) as u64;
-            counts[1] += run_agent::<_, N, APART>(ba, |packet, len, lengths| {
-                forward_packet::<O, REWRITE>(packet, len, lengths, &mut out_ba, &next)
-            }) as u64;
+            for [ab, ba] in pairs.iter_mut() {
+                counts[0] += run_agent::<_, N, APART>(ab, |packet, len, lengths| {
+                    forward_packet::<O, REWRITE>(packet, len, lengths, &mut out_ab, &next)
+                }) as u64;
+                counts[1] += run_agent::<_, N, APART>(ba, |packet, len, lengths| {
+                    forward_packet::<O, REWRITE>(packet, len, lengths, &mut out_ba, &next)
+                }) as u64;
+            }
         }
         let go_on = match meter.tick(counts) {
             Tick::Go => true,
-            Tick::Check => meter.go_on_unless([ab.desynchronised(), ba.desynchronised()]),
+            Tick::Check => meter.look_at_rings(pairs.iter().flatten().map(|agent| agent.desynchronised())),
             Tick::Stop => false,
         };
         if !go_on {
@@ -407,23 +493,38 @@ fn forward_packet<O: Outputs, const REWRITE: bool>(
     *out = next(*out);
 }
 
-fn const_model(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: &mut Meter) -> Result<Totals, DriverError> {
+fn const_model(
+    a: &Device<'_>,
+    b: &Device<'_>,
+    rewrite: bool,
+    plan: &QueuePlan,
+    meter: &mut Meter,
+) -> Result<Totals, DriverError> {
     let one = ConstOutputs::<1>;
-    let mut mem_ab = AgentMemory::<RING>::allocate(1)?;
-    let mut mem_ba = AgentMemory::<RING>::allocate(1)?;
+    let mut mems = plan
+        .queues
+        .all()
+        .map(|_| Ok([AgentMemory::<RING>::allocate(1)?, AgentMemory::<RING>::allocate(1)?]))
+        .collect::<Result<Vec<_>, DriverError>>()?;
     let mut totals = Totals::default();
     loop {
         if totals.restarts > 0 {
             meter.bring_up_again()?;
         }
-        let mut ab = Agent::<_, RING>::new(&mut mem_ab, a, &one.array(|_| *b), one)?;
-        let mut ba = Agent::<_, RING>::new(&mut mem_ba, b, &one.array(|_| *a), one)?;
+        let mut pairs = Vec::with_capacity(mems.len());
+        for (q, [mem_ab, mem_ba]) in plan.queues.all().zip(mems.iter_mut()) {
+            let ab = Agent::<_, RING>::on(mem_ab, a, q, &one.array(|_| *b), one)?;
+            let ba = Agent::<_, RING>::on(mem_ba, b, q, &one.array(|_| *a), one)?;
+            pairs.push([ab, ba]);
+        }
         let forwarded = if rewrite {
-            forward_const::<true>(&mut ab, &mut ba, meter)
+            serve_on_cores(plan, &mut pairs, meter, forward_const::<true>)?
         } else {
-            forward_const::<false>(&mut ab, &mut ba, meter)
+            serve_on_cores(plan, &mut pairs, meter, forward_const::<false>)?
         };
-        totals.add(forwarded, [ab.refused, ba.refused]);
+        totals.add(forwarded, [Refused::default(); 2]);
+        pairs.iter().for_each(|[ab, ba]| totals.add([0, 0], [ab.refused, ba.refused]));
+        drop(pairs);
         if !meter.take_restart() {
             return Ok(totals);
         }
@@ -434,49 +535,27 @@ fn const_model(a: &Device<'_>, b: &Device<'_>, rewrite: bool, meter: &mut Meter)
 /// The const model's loop: one output per direction.
 #[inline(never)]
 pub fn forward_const<'a, const REWRITE: bool>(
-    ab: &mut Agent<'a, ConstOutputs<1>, RING>,
-    ba: &mut Agent<'a, ConstOutputs<1>, RING>,
+    pairs: &mut [[Agent<'a, ConstOutputs<1>, RING>; 2]],
     meter: &mut Meter,
 ) -> [u64; 2] {
-    forward_agents::<_, _, REWRITE, false>(ab, ba, ConstOutputs::<1>, |only| only, meter)
+    forward_agents::<_, _, REWRITE, false>(pairs, ConstOutputs::<1>, |only| only, meter)
 }
 
-fn flexible(
-    a: &Device<'_>,
-    b: &Device<'_>,
-    rewrite: bool,
-    lossless: bool,
-    mut filter: Option<&mut Filter>,
-    meter: &mut Meter,
-) -> Result<Totals, DriverError> {
-    // One memory block and pool per direction; "pool inversion": the RX queue of one port and
-    // the TX queue of the other share a pool.
-    let mut mem_ab = QueueMemory::<RING>::allocate(POOL)?;
-    let mut mem_ba = QueueMemory::<RING>::allocate(POOL)?;
-    let mut totals = Totals::default();
-    loop {
-        if totals.restarts > 0 {
-            meter.bring_up_again()?;
-        }
-        let QueueParts { rx: rx_ring_ab, tx: tx_ring_ab, pool: mut pool_ab } = mem_ab.parts()?;
-        let QueueParts { rx: rx_ring_ba, tx: tx_ring_ba, pool: mut pool_ba } = mem_ba.parts()?;
-        let mut rx_a = RxQueue::<RING>::new(a, rx_ring_ab, &mut pool_ab)?;
-        let mut rx_b = RxQueue::<RING>::new(b, rx_ring_ba, &mut pool_ba)?;
-        let mut tx_b = TxQueue::<RING>::new(b, tx_ring_ab)?;
-        let mut tx_a = TxQueue::<RING>::new(a, tx_ring_ba)?;
-        let mut dir_ab = Direction::new(&mut rx_a, &mut tx_b, &mut pool_ab);
-        let mut dir_ba = Direction::new(&mut rx_b, &mut tx_a, &mut pool_ba);
-        let forwarded = match (rewrite, lossless, filter.as_deref_mut()) {
-            (_, _, Some(f)) => forward_filtered(&mut dir_ab, &mut dir_ba, f, rewrite, meter),
-            (true, false, None) => forward_flexible::<true, false>(&mut dir_ab, &mut dir_ba, meter),
-            (false, false, None) => forward_flexible::<false, false>(&mut dir_ab, &mut dir_ba, meter),
-            (true, true, None) => forward_flexible::<true, true>(&mut dir_ab, &mut dir_ba, meter),
-            (false, true, None) => forward_flexible::<false, true>(&mut dir_ab, &mut dir_ba, meter),
-        };
-        totals.dropped += dir_ab.stop() + dir_ba.stop();
-        totals.add(forwarded, [rx_a.refused, rx_b.refused]);
-        // Whatever the device wrote, every buffer is in exactly one place.
-        for (pool, rx, tx) in [(&pool_ab, &rx_a, &tx_b), (&pool_ba, &rx_b, &tx_a)] {
+/// The queues and pools of one flexible queue pair. "Pool inversion": the RX queue of one
+/// port and the TX queue of the other share a pool.
+struct Lane<'a> {
+    rx_a: RxQueue<'a, RING>,
+    tx_b: TxQueue<'a, RING>,
+    pool_ab: BufferPool<'a>,
+    rx_b: RxQueue<'a, RING>,
+    tx_a: TxQueue<'a, RING>,
+    pool_ba: BufferPool<'a>,
+}
+
+impl Lane<'_> {
+    /// Whatever the device wrote, every buffer is in exactly one place.
+    fn check_conservation(&self) -> Result<(), DriverError> {
+        for (pool, rx, tx) in [(&self.pool_ab, &self.rx_a, &self.tx_b), (&self.pool_ba, &self.rx_b, &self.tx_a)] {
             let counted = pool.available() + rx.held() + tx.held();
             if counted != pool.total() {
                 return Err(DriverError::Invalid(format!(
@@ -485,6 +564,70 @@ fn flexible(
                 )));
             }
         }
+        Ok(())
+    }
+}
+
+/// Buffers per direction's pool with `queues` queue pairs: [`POOL`] shared out, and never
+/// fewer than fill an RX ring, a TX ring and a batch.
+fn pool_per_queue(queues: RssQueues) -> usize {
+    (POOL / queues.get()).max(2 * RING + 2 * BATCH)
+}
+
+fn flexible(
+    a: &Device<'_>,
+    b: &Device<'_>,
+    rewrite: bool,
+    lossless: bool,
+    mut filter: Option<&mut Filter>,
+    plan: &QueuePlan,
+    meter: &mut Meter,
+) -> Result<Totals, DriverError> {
+    let pool = pool_per_queue(plan.queues);
+    let mut mems = plan
+        .queues
+        .all()
+        .map(|_| Ok([QueueMemory::<RING>::allocate(pool)?, QueueMemory::<RING>::allocate(pool)?]))
+        .collect::<Result<Vec<_>, DriverError>>()?;
+    let mut totals = Totals::default();
+    loop {
+        if totals.restarts > 0 {
+            meter.bring_up_again()?;
+        }
+        let mut lanes = Vec::with_capacity(mems.len());
+        for (q, [mem_ab, mem_ba]) in plan.queues.all().zip(mems.iter_mut()) {
+            let QueueParts { rx: rx_ring_ab, tx: tx_ring_ab, pool: mut pool_ab } = mem_ab.parts()?;
+            let QueueParts { rx: rx_ring_ba, tx: tx_ring_ba, pool: mut pool_ba } = mem_ba.parts()?;
+            let rx_a = RxQueue::<RING>::on(a, q, rx_ring_ab, &mut pool_ab)?;
+            let rx_b = RxQueue::<RING>::on(b, q, rx_ring_ba, &mut pool_ba)?;
+            let tx_b = TxQueue::<RING>::new(b, tx_ring_ab)?;
+            let tx_a = TxQueue::<RING>::new(a, tx_ring_ba)?;
+            lanes.push(Lane { rx_a, tx_b, pool_ab, rx_b, tx_a, pool_ba });
+        }
+        let mut pairs: Vec<[Direction; 2]> = lanes
+            .iter_mut()
+            .map(|l| {
+                [
+                    Direction::new(&mut l.rx_a, &mut l.tx_b, &mut l.pool_ab),
+                    Direction::new(&mut l.rx_b, &mut l.tx_a, &mut l.pool_ba),
+                ]
+            })
+            .collect();
+        let forwarded = match (rewrite, lossless, filter.as_deref_mut(), pairs.first_mut()) {
+            (_, _, Some(f), Some([ab, ba])) => forward_filtered(ab, ba, f, rewrite, meter),
+            (true, false, ..) => serve_on_cores(plan, &mut pairs, meter, forward_flexible::<true, false>)?,
+            (false, false, ..) => serve_on_cores(plan, &mut pairs, meter, forward_flexible::<false, false>)?,
+            (true, true, ..) => serve_on_cores(plan, &mut pairs, meter, forward_flexible::<true, true>)?,
+            (false, true, ..) => serve_on_cores(plan, &mut pairs, meter, forward_flexible::<false, true>)?,
+        };
+        totals.dropped += pairs.iter_mut().flatten().map(|d| d.stop()).sum::<u64>();
+        drop(pairs);
+        totals.add(forwarded, [Refused::default(); 2]);
+        for lane in &lanes {
+            totals.add([0, 0], [lane.rx_a.refused, lane.rx_b.refused]);
+            lane.check_conservation()?;
+        }
+        drop(lanes);
         if !meter.take_restart() {
             return Ok(totals);
         }
@@ -566,19 +709,20 @@ impl<'q, 'a> Direction<'q, 'a> {
 /// The flexible model's loop.
 #[inline(never)]
 pub fn forward_flexible<const REWRITE: bool, const LOSSLESS: bool>(
-    ab: &mut Direction<'_, '_>,
-    ba: &mut Direction<'_, '_>,
+    pairs: &mut [[Direction<'_, '_>; 2]],
     meter: &mut Meter,
 ) -> [u64; 2] {
     let mut counts = [0u64; 2];
     loop {
         for _ in 0..CHECK_EVERY {
-            counts[0] += ab.burst::<REWRITE, LOSSLESS>();
-            counts[1] += ba.burst::<REWRITE, LOSSLESS>();
+            for [ab, ba] in pairs.iter_mut() {
+                counts[0] += ab.burst::<REWRITE, LOSSLESS>();
+                counts[1] += ba.burst::<REWRITE, LOSSLESS>();
+            }
         }
         let go_on = match meter.tick(counts) {
             Tick::Go => true,
-            Tick::Check => meter.go_on_unless([ab.rx.desynchronised(), ba.rx.desynchronised()]),
+            Tick::Check => meter.look_at_rings(pairs.iter().flatten().map(|d| d.rx.desynchronised())),
             Tick::Stop => false,
         };
         if !go_on {
@@ -605,7 +749,7 @@ fn forward_filtered(
         }
         let go_on = match meter.tick(counts) {
             Tick::Go => true,
-            Tick::Check => meter.go_on_unless([ab.rx.desynchronised(), ba.rx.desynchronised()]),
+            Tick::Check => meter.look_at_rings([ab.rx.desynchronised(), ba.rx.desynchronised()].into_iter()),
             Tick::Stop => false,
         };
         if !go_on {
@@ -646,6 +790,7 @@ mod registry_tests {
         assert_eq!(HOT_PATHS, loops.map(|n| n.trim_end_matches("::").to_string()));
         let cold = [
             name_of(Meter::tick),
+            name_of(Meter::look_at_rings::<std::iter::Empty<Option<usize>>>),
             name_of(Agent::<ConstOutputs<1>, RING>::desynchronised),
             name_of(RxQueue::<RING>::desynchronised),
             name_of(crate::fwd_virtio::StopWhen::due),

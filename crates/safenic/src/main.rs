@@ -12,6 +12,7 @@ mod bench_virtio;
 mod chaos;
 mod filter;
 mod fwd;
+mod fwd_queues;
 mod fwd_virtio;
 mod gen;
 mod report;
@@ -93,6 +94,14 @@ enum Cmd {
         /// Pin the forwarding thread to this CPU.
         #[arg(long)]
         cpu: Option<usize>,
+        /// 82599 ports: forward on this many queue pairs (1 to 16), over which RSS spreads
+        /// the flows by their addresses and ports; each flow stays on one queue, in order.
+        #[arg(long, default_value_t = 1)]
+        queues: usize,
+        /// 82599 ports: the CPUs of the forwarding threads, comma-separated (e.g. 0,1): one
+        /// thread per CPU, each serving an even share of the queue pairs.
+        #[arg(long, value_delimiter = ',', value_name = "LIST")]
+        cores: Option<Vec<usize>>,
         /// IEEE 802.3x flow control: a port whose receive buffer fills sends XOFF and its link
         /// partner waits; the flexible model then keeps frames that do not fit into the TX ring
         /// instead of dropping them. Nothing is lost to a slow or descheduled driver.
@@ -365,6 +374,8 @@ fn main() -> ExitCode {
             link_timeout,
             filter,
             virtio_interface,
+            queues,
+            cores,
         } => {
             let progress = progress || std::io::IsTerminal::is_terminal(&std::io::stdout());
             fwd::run(&fwd::Options {
@@ -384,6 +395,8 @@ fn main() -> ExitCode {
                     VirtioInterface::Legacy => virtio::Interface::Legacy,
                     VirtioInterface::Modern => virtio::Interface::Modern,
                 }),
+                queues,
+                cores,
             })
         }
         Cmd::Gen { port, sysfs, rate, size, count, seconds } => {

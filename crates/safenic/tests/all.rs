@@ -15,5 +15,6 @@ mod forwarding;
 mod gen;
 mod manifest;
 mod peers;
+mod queues;
 mod vfio;
 mod virtio;

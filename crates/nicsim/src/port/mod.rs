@@ -19,8 +19,8 @@ mod hostile;
 mod link;
 mod order;
 mod registers;
-mod rx;
 mod rss;
+mod rx;
 mod rx_run;
 mod sfp;
 mod stats;
@@ -63,7 +63,6 @@ const TX_EOP: u8 = 1 << 0;
 const TX_IFCS: u8 = 1 << 1;
 const TX_RS: u8 = 1 << 3;
 const TX_DEXT: u8 = 1 << 5;
-
 
 /// Where a frame goes without RSS, VT or filters, and under RSS a frame with nothing to hash:
 /// queue 0 [DS 7.1.2, 7.1.2.8.1].

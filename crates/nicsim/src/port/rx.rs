@@ -2,7 +2,9 @@
 //! frames while no descriptor is free, and writing frames into a ring (one buffer, or chained
 //! over several). The fast path for runs of frames is in `rx_run.rs`.
 
-use super::{descriptor_address, mac_key, owned_between, Classified, Port, BROADCAST_KEY, DEFAULT_RX_QUEUE, RX_DD, RX_EOP};
+use super::{
+    descriptor_address, mac_key, owned_between, Classified, Port, BROADCAST_KEY, DEFAULT_RX_QUEUE, RX_DD, RX_EOP,
+};
 use crate::dma::{self, DmaSpace, Ring};
 use crate::port::faults::Access;
 use crate::regs::*;

@@ -338,13 +338,25 @@ pub struct RxRuns {
     runs: [Option<RxRun>; RSS_QUEUES],
 }
 
+impl RxRuns {
+    /// Whether a run is open on any queue.
+    pub fn any_open(&self) -> bool {
+        self.runs.iter().any(Option::is_some)
+    }
+}
+
 impl Port {
     /// The runs of an engine iteration (see [`RxRuns`]): every frame of it must then go
     /// through [`Self::rx_run_frame`] (or the generated variants), and the runs end with
     /// [`Self::rx_run_end`].
     #[inline(always)]
-    pub fn rx_run_begin(&mut self, _dma: &mut impl DmaSpace) -> RxRuns {
-        RxRuns { runs: Default::default() }
+    pub fn rx_run_begin(&mut self, dma: &mut impl DmaSpace) -> RxRuns {
+        let mut runs = RxRuns { runs: Default::default() };
+        if !self.rss.enabled() {
+            // Every frame goes to queue 0: its run starts now, as the only one.
+            runs.runs[super::DEFAULT_RX_QUEUE as usize] = self.rx_run_begin_queue(dma, super::DEFAULT_RX_QUEUE);
+        }
+        runs
     }
 
     /// Starts a run of receives into `queue` on the fast path (see [`RxRun`]) if the port is in

@@ -157,7 +157,9 @@ impl DmaLayout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BufAddr<'r> {
     phys: u64,
-    _region: PhantomData<&'r DmaRegion>,
+    // Tied to the region's lifetime, not to the region: an address is a number, as free to
+    // move between threads as the buffer it names.
+    _region: PhantomData<fn() -> &'r DmaRegion>,
 }
 
 impl BufAddr<'_> {

@@ -118,6 +118,14 @@ pub struct Registers<'f> {
     function: &'f Function,
 }
 
+// SAFETY: a register access is one volatile load or store of BAR0 (`regs` is the function's
+// mapping of it, outside any Rust allocation), I/O whose effect the device defines, also when
+// two threads make accesses at once; the rest is the function's address, which never changes.
+// Threads that serve queues of one device share its registers, as a kernel driver's do.
+unsafe impl Send for Registers<'_> {}
+// SAFETY: as for `Send`: every method takes the registers by value and is one I/O access.
+unsafe impl Sync for Registers<'_> {}
+
 impl<'f> Registers<'f> {
     /// The function's PCI address.
     pub fn address(self) -> &'f str {

@@ -110,6 +110,11 @@ impl Sim {
     }
     /// [`Self::fwd`] with these environment variables set.
     pub fn fwd_with_env(&self, driver: Driver, mode: &str, args: &[&str], env: &[(&str, &str)]) -> Reaped {
+        self.fwd_placed(driver, mode, &[args, &["--cpu", "1"]].concat(), env)
+    }
+    /// `driver mode args… --sysfs <devices>`, with `env`: where its threads run is for `args`
+    /// to say (`--cpu`, `--cores`).
+    pub fn fwd_placed(&self, driver: Driver, mode: &str, args: &[&str], env: &[(&str, &str)]) -> Reaped {
         let words = driver.words(mode);
         Reaped::spawn(
             Command::new(&words[0])
@@ -117,7 +122,7 @@ impl Sim {
                 .envs(env.iter().copied())
                 .arg(mode)
                 .args(args)
-                .args(["--sysfs", &self.devices(), "--cpu", "1"])
+                .args(["--sysfs", &self.devices()])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped()),
         )

@@ -58,7 +58,7 @@ fn toeplitz_matches_the_verification_suite_for_ipv6() {
 fn registers(fields: u32, queues: u8, pcsd: bool) -> impl Fn(u32) -> u32 {
     move |offset| match offset {
         MRQC => 1 | fields,
-        RXCSUM => if pcsd { RXCSUM_PCSD } else { 0 },
+        RXCSUM if pcsd => RXCSUM_PCSD,
         o if (reta(0)..=reta(31)).contains(&o) => {
             let n = ((o - reta(0)) / 4) as u8;
             u32::from_le_bytes(std::array::from_fn(|k| (4 * n + k as u8) % queues))
