@@ -4,10 +4,12 @@
 // Command-line contract (same as `safenic fwd`):
 //   safenic-c-<model> fwd <model> <BDF-in> <BDF-out> [--sysfs DIR] [--mac-rewrite paper|none]
 //                     [--outputs 1-64] [--seconds S] [--cpu N] [--flow-control]
+//                     [--queues 1-16] [--cores LIST]
 // Forwards both directions until SIGINT/SIGTERM (or --seconds), prints one summary line, exits 0.
 #include "ixgbe.h"
 #include "virtio.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,9 @@ struct options {
 	double seconds; // 0: until a signal
 	int cpu;        // -1: not pinned
 	bool flow_control;
+	unsigned queues;          // queue pairs RSS spreads the flows over
+	int cores[RSS_QUEUES];    // the CPU of each forwarding thread (--cores)
+	unsigned core_count;      // 0: one thread, this one
 };
 
 // What a run discarded itself: frames with a refused length or flags, and frames dropped because
@@ -64,9 +69,12 @@ struct meter {
 	const struct device *gone;       // the device that went away, if one did
 };
 
+// Set by the forwarding thread that finds a device gone: every thread stops.
+static bool stop_everyone;
+
 __attribute__((noinline)) static bool meter_tick(struct meter *m, const uint64_t counts[2])
 {
-	if (terminate_requested) {
+	if (terminate_requested || __atomic_load_n(&stop_everyone, __ATOMIC_RELAXED)) {
 		return false;
 	}
 	double now = now_seconds();
@@ -75,6 +83,7 @@ __attribute__((noinline)) static bool meter_tick(struct meter *m, const uint64_t
 		for (int i = 0; i < 2; i++) {
 			if (m->devices[i] != NULL && !device_present(m->devices[i])) {
 				m->gone = m->devices[i];
+				__atomic_store_n(&stop_everyone, true, __ATOMIC_RELAXED);
 				return false;
 			}
 		}
@@ -131,64 +140,85 @@ static inline __attribute__((always_inline)) void forward_packet(void *ctx, uint
 
 // The agents' loop. `rewrite` is a constant at each call site below, so each gets its own
 // loop, as the Rust driver's REWRITE const generic does.
-static inline __attribute__((always_inline)) void forward_agents(struct agent *restrict ab, struct agent *restrict ba,
-                                                     unsigned outputs, bool rewrite, struct meter *m,
-                                                     uint64_t counts[2])
+// Both directions of one RSS queue: RX queue q of the first port to the second, and back.
+struct pair {
+	struct agent ab, ba;
+};
+
+static inline __attribute__((always_inline)) void forward_agents(struct pair *restrict pairs, unsigned n,
+                                                                 unsigned outputs, bool rewrite, struct meter *m,
+                                                                 uint64_t counts[2])
 {
 	struct round_robin rr_ab = {0, outputs, rewrite}, rr_ba = {0, outputs, rewrite};
 	do {
 		for (unsigned k = 0; k < CHECK_EVERY; k++) {
-			counts[0] += agent_run(ab, OUTPUTS(outputs), forward_packet, &rr_ab);
-			counts[1] += agent_run(ba, OUTPUTS(outputs), forward_packet, &rr_ba);
+			for (unsigned p = 0; p < n; p++) {
+				counts[0] += agent_run(&pairs[p].ab, OUTPUTS(outputs), forward_packet, &rr_ab);
+				counts[1] += agent_run(&pairs[p].ba, OUTPUTS(outputs), forward_packet, &rr_ba);
+			}
 		}
 	} while (meter_tick(m, counts));
 }
 
 #ifdef MODEL_CONST
-__attribute__((noinline)) void forward_const(struct agent *restrict ab, struct agent *restrict ba, bool rewrite,
-                                             struct meter *m, uint64_t counts[2]);
-__attribute__((noinline)) void forward_const(struct agent *restrict ab, struct agent *restrict ba, bool rewrite,
-                                             struct meter *m, uint64_t counts[2])
+__attribute__((noinline)) void forward_const(struct pair *restrict pairs, unsigned n, bool rewrite, struct meter *m,
+                                             uint64_t counts[2]);
+__attribute__((noinline)) void forward_const(struct pair *restrict pairs, unsigned n, bool rewrite, struct meter *m,
+                                             uint64_t counts[2])
 {
 	if (rewrite) {
-		forward_agents(ab, ba, CONST_OUTPUTS, true, m, counts);
+		forward_agents(pairs, n, CONST_OUTPUTS, true, m, counts);
 	} else {
-		forward_agents(ab, ba, CONST_OUTPUTS, false, m, counts);
+		forward_agents(pairs, n, CONST_OUTPUTS, false, m, counts);
 	}
 }
 #else
-__attribute__((noinline)) void forward_restricted(struct agent *restrict ab, struct agent *restrict ba,
-                                                  unsigned outputs, bool rewrite, struct meter *m,
-                                                  uint64_t counts[2]);
-__attribute__((noinline)) void forward_restricted(struct agent *restrict ab, struct agent *restrict ba,
-                                                  unsigned outputs, bool rewrite, struct meter *m,
-                                                  uint64_t counts[2])
+__attribute__((noinline)) void forward_restricted(struct pair *restrict pairs, unsigned n, unsigned outputs,
+                                                  bool rewrite, struct meter *m, uint64_t counts[2]);
+__attribute__((noinline)) void forward_restricted(struct pair *restrict pairs, unsigned n, unsigned outputs,
+                                                  bool rewrite, struct meter *m, uint64_t counts[2])
 {
 	if (rewrite) {
-		forward_agents(ab, ba, outputs, true, m, counts);
+		forward_agents(pairs, n, outputs, true, m, counts);
 	} else {
-		forward_agents(ab, ba, outputs, false, m, counts);
+		forward_agents(pairs, n, outputs, false, m, counts);
 	}
 }
 #endif
 
+// One forwarding thread's loop over its queue pairs.
+static void forward_model(struct pair *pairs, unsigned n, const struct options *o, struct meter *m,
+                          uint64_t counts[2])
+{
+#ifdef MODEL_CONST
+	(void)o;
+	forward_const(pairs, n, o->rewrite, m, counts);
+#else
+	forward_restricted(pairs, n, o->outputs, o->rewrite, m, counts);
+#endif
+}
+
+static void serve_on_cores(struct pair *pairs, const struct options *o, struct meter *m, uint64_t counts[2]);
+
 static struct discarded run_model(const struct device *a, const struct device *b, const struct options *o,
                                   struct meter *m, uint64_t counts[2])
 {
-	static struct agent ab, ba;
+	static struct pair pairs[RSS_QUEUES];
 	const struct device *to_b[MAX_OUTPUTS], *to_a[MAX_OUTPUTS];
 	for (unsigned i = 0; i < o->outputs; i++) {
 		to_b[i] = b;
 		to_a[i] = a;
 	}
-	agent_init(&ab, a, to_b, o->outputs);
-	agent_init(&ba, b, to_a, o->outputs);
-#ifdef MODEL_CONST
-	forward_const(&ab, &ba, o->rewrite, m, counts);
-#else
-	forward_restricted(&ab, &ba, o->outputs, o->rewrite, m, counts);
-#endif
-	return (struct discarded){.malformed = ab.malformed + ba.malformed, .dropped = 0};
+	for (unsigned q = 0; q < o->queues; q++) {
+		agent_init(&pairs[q].ab, a, q, to_b, o->outputs);
+		agent_init(&pairs[q].ba, b, q, to_a, o->outputs);
+	}
+	serve_on_cores(pairs, o, m, counts);
+	struct discarded lost = {0, 0};
+	for (unsigned q = 0; q < o->queues; q++) {
+		lost.malformed += pairs[q].ab.malformed + pairs[q].ba.malformed;
+	}
+	return lost;
 }
 
 #else // MODEL_FLEXIBLE
@@ -241,34 +271,48 @@ static inline __attribute__((always_inline)) uint64_t burst(struct direction *re
 
 // Both directions until the meter says stop; `rewrite` and `lossless` are constants at each call
 // site below, so each combination gets its own loop, as the Rust driver's const generics.
-static inline __attribute__((always_inline)) void forward_directions(struct direction *restrict ab,
-                                                                     struct direction *restrict ba, bool rewrite,
-                                                                     bool lossless, struct meter *m,
+// Both directions of one RSS queue.
+struct pair {
+	struct direction ab, ba;
+};
+
+static inline __attribute__((always_inline)) void forward_directions(struct pair *restrict pairs, unsigned n,
+                                                                     bool rewrite, bool lossless, struct meter *m,
                                                                      uint64_t counts[2])
 {
 	do {
 		for (unsigned k = 0; k < CHECK_EVERY; k++) {
-			counts[0] += burst(ab, rewrite, lossless);
-			counts[1] += burst(ba, rewrite, lossless);
+			for (unsigned p = 0; p < n; p++) {
+				counts[0] += burst(&pairs[p].ab, rewrite, lossless);
+				counts[1] += burst(&pairs[p].ba, rewrite, lossless);
+			}
 		}
 	} while (meter_tick(m, counts));
 }
 
-__attribute__((noinline)) void forward_flexible(struct direction *restrict ab, struct direction *restrict ba,
-                                                bool rewrite, bool lossless, struct meter *m, uint64_t counts[2]);
-__attribute__((noinline)) void forward_flexible(struct direction *restrict ab, struct direction *restrict ba,
-                                                bool rewrite, bool lossless, struct meter *m, uint64_t counts[2])
+__attribute__((noinline)) void forward_flexible(struct pair *restrict pairs, unsigned n, bool rewrite, bool lossless,
+                                                struct meter *m, uint64_t counts[2]);
+__attribute__((noinline)) void forward_flexible(struct pair *restrict pairs, unsigned n, bool rewrite, bool lossless,
+                                                struct meter *m, uint64_t counts[2])
 {
 	if (rewrite && !lossless) {
-		forward_directions(ab, ba, true, false, m, counts);
+		forward_directions(pairs, n, true, false, m, counts);
 	} else if (!lossless) {
-		forward_directions(ab, ba, false, false, m, counts);
+		forward_directions(pairs, n, false, false, m, counts);
 	} else if (rewrite) {
-		forward_directions(ab, ba, true, true, m, counts);
+		forward_directions(pairs, n, true, true, m, counts);
 	} else {
-		forward_directions(ab, ba, false, true, m, counts);
+		forward_directions(pairs, n, false, true, m, counts);
 	}
 }
+
+static void forward_model(struct pair *pairs, unsigned n, const struct options *o, struct meter *m,
+                          uint64_t counts[2])
+{
+	forward_flexible(pairs, n, o->rewrite, o->flow_control, m, counts);
+}
+
+static void serve_on_cores(struct pair *pairs, const struct options *o, struct meter *m, uint64_t counts[2]);
 
 // Frames a direction dropped, counting those still waiting in its batch, which go back to the
 // pool now that forwarding has stopped.
@@ -286,22 +330,86 @@ static struct discarded run_model(const struct device *a, const struct device *b
                                   struct meter *m, uint64_t counts[2])
 {
 	// "Pool inversion": the RX queue of one port and the TX queue of the other share a pool.
-	static struct queue_memory mem_ab, mem_ba;
-	static struct direction ab, ba;
-	queue_memory_allocate(&mem_ab, POOL);
-	queue_memory_allocate(&mem_ba, POOL);
-	pool_init(&ab.pool, &mem_ab);
-	pool_init(&ba.pool, &mem_ba);
-	rx_queue_init(&ab.rx, a, &mem_ab, &ab.pool);
-	rx_queue_init(&ba.rx, b, &mem_ba, &ba.pool);
-	tx_queue_init(&ab.tx, b, &mem_ab);
-	tx_queue_init(&ba.tx, a, &mem_ba);
-	forward_flexible(&ab, &ba, o->rewrite, o->flow_control, m, counts);
-	return (struct discarded){.malformed = ab.rx.malformed + ba.rx.malformed,
-	                          .dropped = stop_direction(&ab) + stop_direction(&ba)};
+	// With several queue pairs the pool is shared out, never below what fills both rings.
+	static struct queue_memory mems[RSS_QUEUES][2];
+	static struct pair pairs[RSS_QUEUES];
+	unsigned pool = POOL / o->queues > 2 * RING_SIZE + 2 * BATCH ? POOL / o->queues : 2 * RING_SIZE + 2 * BATCH;
+	for (unsigned q = 0; q < o->queues; q++) {
+		struct direction *ab = &pairs[q].ab, *ba = &pairs[q].ba;
+		queue_memory_allocate(&mems[q][0], pool);
+		queue_memory_allocate(&mems[q][1], pool);
+		pool_init(&ab->pool, &mems[q][0]);
+		pool_init(&ba->pool, &mems[q][1]);
+		rx_queue_init(&ab->rx, a, q, &mems[q][0], &ab->pool);
+		rx_queue_init(&ba->rx, b, q, &mems[q][1], &ba->pool);
+		tx_queue_init(&ab->tx, b, &mems[q][0]);
+		tx_queue_init(&ba->tx, a, &mems[q][1]);
+	}
+	serve_on_cores(pairs, o, m, counts);
+	struct discarded lost = {0, 0};
+	for (unsigned q = 0; q < o->queues; q++) {
+		lost.malformed += pairs[q].ab.rx.malformed + pairs[q].ba.rx.malformed;
+		lost.dropped += stop_direction(&pairs[q].ab) + stop_direction(&pairs[q].ba);
+	}
+	return lost;
 }
 
 
+#endif // MODEL_FLEXIBLE
+
+// One forwarding thread: its CPU, its queue pairs, its meter and counts.
+struct share {
+	struct pair *pairs;
+	unsigned n;
+	int cpu;
+	const struct options *o;
+	struct meter m;
+	uint64_t counts[2];
+};
+
+static void *serve(void *arg)
+{
+	struct share *s = arg;
+	pin_to_cpu(s->cpu);
+	forward_model(s->pairs, s->n, s->o, &s->m, s->counts);
+	return NULL;
+}
+
+// The queue pairs on this thread (no --cores), or each core's even share on a thread of its
+// own, pinned there, as the Rust driver's serve_on_cores; counts and a gone device are added up.
+static void serve_on_cores(struct pair *pairs, const struct options *o, struct meter *m, uint64_t counts[2])
+{
+	if (o->core_count <= 1) {
+		if (o->core_count == 1) {
+			pin_to_cpu(o->cores[0]);
+		}
+		forward_model(pairs, o->queues, o, m, counts);
+		return;
+	}
+	static struct share shares[RSS_QUEUES];
+	pthread_t threads[RSS_QUEUES];
+	unsigned each = o->queues / o->core_count, more = o->queues % o->core_count, first = 0;
+	for (unsigned t = 0; t < o->core_count; t++) {
+		unsigned n = each + (t < more ? 1 : 0);
+		shares[t] = (struct share){.pairs = pairs + first, .n = n, .cpu = o->cores[t], .o = o, .m = *m};
+		shares[t].m.progress = m->progress && t == 0;
+		first += n;
+		int e = pthread_create(&threads[t], NULL, serve, &shares[t]);
+		if (e != 0) {
+			die("starting a forwarding thread: %s", strerror(e));
+		}
+	}
+	for (unsigned t = 0; t < o->core_count; t++) {
+		pthread_join(threads[t], NULL);
+		counts[0] += shares[t].counts[0];
+		counts[1] += shares[t].counts[1];
+		if (m->gone == NULL) {
+			m->gone = shares[t].m.gone;
+		}
+	}
+}
+
+#ifdef MODEL_FLEXIBLE
 // Two virtio-net ports (docs/virtio.md): the same loop over the virtio queues, always lossless
 // as crates/virtio's (a virtio device holds its link partner while it has no receive buffer).
 struct virtio_direction {
@@ -403,7 +511,8 @@ static const char *value_of(int argc, char **argv, int *i)
 static void parse(int argc, char **argv, struct options *o)
 {
 	const char *env = getenv("SAFENIC_SYSFS");
-	*o = (struct options){.sysfs = env && *env ? env : "/sys/bus/pci/devices", .rewrite = true, .outputs = 1, .cpu = -1};
+	*o = (struct options){
+	    .sysfs = env && *env ? env : "/sys/bus/pci/devices", .rewrite = true, .outputs = 1, .cpu = -1, .queues = 1};
 	if (argc < 5 || strcmp(argv[1], "fwd") != 0) {
 		usage();
 	}
@@ -446,9 +555,43 @@ static void parse(int argc, char **argv, struct options *o)
 			o->cpu = (int)cpu;
 		} else if (strcmp(arg, "--flow-control") == 0) {
 			o->flow_control = true;
+		} else if (strcmp(arg, "--queues") == 0) {
+			char *end;
+			long n = strtol(value_of(argc, argv, &i), &end, 10);
+			if (*end || n < 1 || n > (long)RSS_QUEUES) {
+				die("--queues %s: give 1 to 16 queue pairs (RSS spreads over 16)", argv[i]);
+			}
+			o->queues = (unsigned)n;
+		} else if (strcmp(arg, "--cores") == 0) {
+			char *list = strdup(value_of(argc, argv, &i)), *save = NULL;
+			for (char *c = strtok_r(list, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+				char *end;
+				long cpu = strtol(c, &end, 10);
+				if (*end || cpu < 0 || cpu >= CPU_SETSIZE || o->core_count == RSS_QUEUES) {
+					die("--cores %s: give CPU numbers, comma-separated", argv[i]);
+				}
+				for (unsigned k = 0; k < o->core_count; k++) {
+					if (o->cores[k] == cpu) {
+						die("--cores: a CPU is listed twice: give each core once");
+					}
+				}
+				o->cores[o->core_count++] = (int)cpu;
+			}
+			free(list);
 		} else {
 			die("unknown argument `%s`", arg);
 		}
+	}
+	if (o->core_count > 0 && o->cpu >= 0) {
+		die("give --cpu or --cores, not both");
+	}
+	if (o->core_count > o->queues) {
+		die("--cores lists %u cores for %u queue pairs: give at most as many cores as --queues", o->core_count,
+		    o->queues);
+	}
+	if (o->queues * o->outputs > MAX_QUEUES) {
+		die("--queues %u with --outputs %u needs %u TX queues per port; a port has %u: give fewer", o->queues,
+		    o->outputs, o->queues * o->outputs, MAX_QUEUES);
 	}
 #ifndef MODEL_RESTRICTED
 	if (outputs_given && o->outputs != 1) {
@@ -557,6 +700,11 @@ int main(int argc, char **argv)
 	if (o.flow_control) {
 		device_enable_flow_control(&port_a.device);
 		device_enable_flow_control(&port_b.device);
+	}
+	// One queue pair needs no RSS: every frame reaches queue 0.
+	if (o.queues > 1) {
+		device_enable_rss(&port_a.device, o.queues);
+		device_enable_rss(&port_b.device, o.queues);
 	}
 	device_wait_for_link(&port_a.device, 10);
 	device_wait_for_link(&port_b.device, 10);

@@ -299,25 +299,63 @@ static void start_receive(const struct device *d)
 	reg_clear(d, SECRXCTRL, SECRXCTRL_RX_DIS);
 }
 
-volatile uint32_t *device_set_input(const struct device *d, uint64_t ring_phys, uint32_t len, uint32_t tail)
+volatile uint32_t *device_set_input(const struct device *d, unsigned queue, uint64_t ring_phys, uint32_t len,
+                                    uint32_t tail)
 {
-	if (reg_read(d, RXDCTL(0)) & RXDCTL_ENABLE) {
-		die("%s: no free RX queue 0 left: use fewer outputs", d->address);
+	uint32_t q = queue;
+	if (q >= RSS_QUEUES || reg_read(d, RXDCTL(q)) & RXDCTL_ENABLE) {
+		die("%s: RX queue %u is in use already: stop the program that drives it", d->address, q);
 	}
-	reg_write(d, RDBAH(0), (uint32_t)(ring_phys >> 32));
-	reg_write(d, RDBAL(0), (uint32_t)ring_phys);
-	reg_write(d, RDLEN(0), len * 16);
+	reg_write(d, RDBAH(q), (uint32_t)(ring_phys >> 32));
+	reg_write(d, RDBAL(q), (uint32_t)ring_phys);
+	reg_write(d, RDLEN(q), len * 16);
 	// Drop when no descriptor is free, unless flow control makes frames wait instead.
 	uint32_t drop_en = (reg_read(d, FCRTH0) & FCRTH_FCEN) ? 0 : SRRCTL_DROP_EN;
-	reg_write(d, SRRCTL(0),
-	          (reg_read(d, SRRCTL(0)) & ~(SRRCTL_BSIZEPACKET_MASK | SRRCTL_DROP_EN)) | (BUFFER_SIZE / 1024) | drop_en);
-	reg_set(d, RXDCTL(0), RXDCTL_ENABLE);
-	reg_wait(d, RXDCTL(0), RXDCTL_ENABLE, RXDCTL_ENABLE, "RXDCTL.ENABLE", 1000000);
-	reg_write(d, RDT(0), tail);
+	reg_write(d, SRRCTL(q),
+	          (reg_read(d, SRRCTL(q)) & ~(SRRCTL_BSIZEPACKET_MASK | SRRCTL_DROP_EN)) | (BUFFER_SIZE / 1024) | drop_en);
+	reg_set(d, RXDCTL(q), RXDCTL_ENABLE);
+	reg_wait(d, RXDCTL(q), RXDCTL_ENABLE, RXDCTL_ENABLE, "RXDCTL.ENABLE", 1000000);
+	reg_write(d, RDT(q), tail);
 	start_receive(d);
 	// No relaxed ordering of descriptor write-back [DS 8.2.3.11.1].
-	reg_clear(d, DCA_RXCTRL(0), DCA_RXCTRL_RELAXED_WRITE);
-	return &d->regs[RDT(0) / 4];
+	reg_clear(d, DCA_RXCTRL(q), DCA_RXCTRL_RELAXED_WRITE);
+	return &d->regs[RDT(q) / 4];
+}
+
+// The RSS registers [DS 8.2.3.7.5, 8.2.3.7.12, 8.2.3.7.14, 8.2.3.7.15, 8.2.3.8.9 (RQSMR)].
+#define RXCSUM 0x05000u
+#define RXCSUM_PCSD (1u << 13)
+#define MRQC 0x05818u
+#define MRQC_RSS 0x1u
+#define MRQC_FIELDS ((1u << 16) | (1u << 17) | (1u << 20) | (1u << 21) | (1u << 22) | (1u << 23))
+#define RETA(n) (0x05C00u + 4u * (n))
+#define RSSRK(n) (0x05C80u + 4u * (n))
+#define RQSMR(n) (0x02300u + 4u * (n))
+
+// The datasheet's RSS verification key [DS 7.1.2.8.3], as crates/ixgbe's RSS_KEY.
+static const uint8_t rss_key[40] = {0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3,
+                                    0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3,
+                                    0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
+
+void device_enable_rss(const struct device *d, unsigned queues)
+{
+	for (uint32_t n = 0; n < 10; n++) {
+		const uint8_t *k = rss_key + 4 * n;
+		reg_write(d, RSSRK(n), (uint32_t)k[0] | (uint32_t)k[1] << 8 | (uint32_t)k[2] << 16 | (uint32_t)k[3] << 24);
+	}
+	for (uint32_t n = 0; n < 32; n++) {
+		uint32_t v = 0;
+		for (uint32_t k = 0; k < 4; k++) {
+			v |= ((4 * n + k) % queues) << (8 * k);
+		}
+		reg_write(d, RETA(n), v);
+	}
+	for (uint32_t n = 0; n < RSS_QUEUES / 4; n++) {
+		uint32_t q = 4 * n;
+		reg_write(d, RQSMR(n), q | (q + 1) << 8 | (q + 2) << 16 | (q + 3) << 24);
+	}
+	reg_set(d, RXCSUM, RXCSUM_PCSD);
+	reg_write(d, MRQC, MRQC_RSS | MRQC_FIELDS);
 }
 
 volatile uint32_t *device_add_output(const struct device *d, uint64_t ring_phys, uint32_t len, uint64_t head_phys)
@@ -343,7 +381,7 @@ volatile uint32_t *device_add_output(const struct device *d, uint64_t ring_phys,
 	return &d->regs[TDT(q) / 4];
 }
 
-void agent_init(struct agent *a, const struct device *input, const struct device *const *outputs,
+void agent_init(struct agent *a, const struct device *input, unsigned queue, const struct device *const *outputs,
                 unsigned output_count)
 {
 	if (output_count < 1 || output_count > MAX_OUTPUTS) {
@@ -376,7 +414,7 @@ void agent_init(struct agent *a, const struct device *input, const struct device
 	}
 	a->shared_ring = a->outputs[0].ring;
 	// The device may fill every slot but one: RDT = N - 1 [DS 7.1.9].
-	a->receive_tail = device_set_input(input, dma_phys(&a->mem, rings[0]), RING_SIZE, RING_SIZE - 1);
+	a->receive_tail = device_set_input(input, queue, dma_phys(&a->mem, rings[0]), RING_SIZE, RING_SIZE - 1);
 	a->receive_tail_value = RING_SIZE - 1;
 	a->processed = 0;
 }
@@ -411,7 +449,8 @@ void pool_init(struct pool *p, const struct queue_memory *m)
 	pool_init_at(p, &m->block, m->buffers, m->pool_size);
 }
 
-void rx_queue_init(struct rx_queue *q, const struct device *d, const struct queue_memory *m, struct pool *pool)
+void rx_queue_init(struct rx_queue *q, const struct device *d, unsigned queue, const struct queue_memory *m,
+                   struct pool *pool)
 {
 	q->ring = (volatile struct descriptor *)(void *)(m->block.virt + m->rx_ring);
 	for (uint32_t i = 0; i < RING_SIZE; i++) {
@@ -423,7 +462,7 @@ void rx_queue_init(struct rx_queue *q, const struct device *d, const struct queu
 	}
 	q->next = 0;
 	q->malformed = 0;
-	q->tail = device_set_input(d, dma_phys(&m->block, m->rx_ring), RING_SIZE, RING_SIZE - 1);
+	q->tail = device_set_input(d, queue, dma_phys(&m->block, m->rx_ring), RING_SIZE, RING_SIZE - 1);
 }
 
 void tx_queue_init(struct tx_queue *q, const struct device *d, const struct queue_memory *m)

@@ -59,11 +59,16 @@ void device_wait_for_link(const struct device *d, unsigned seconds);
 // message for one that does not.
 bool device_present(const struct device *d);
 const char *device_gone_message(const struct device *d);
-// RX queue 0 on a ring of `len` legacy descriptors; returns RDT.
 // Disables every enabled RX and TX queue and waits until the device confirms (at most a second
 // per queue, without exiting): call it before the memory of the rings and buffers goes.
 void device_stop_queues(const struct device *d);
-volatile uint32_t *device_set_input(const struct device *d, uint64_t ring_phys, uint32_t len, uint32_t tail);
+// RX queue `queue` on a ring of `len` legacy descriptors; returns RDT.
+volatile uint32_t *device_set_input(const struct device *d, unsigned queue, uint64_t ring_phys, uint32_t len,
+                                    uint32_t tail);
+// RSS over RX queues 0..queues-1, as crates/ixgbe's enable_rss: the verification key, entry i of
+// the redirection table naming queue i % queues, queue q counted in QPRC(q) [DS 7.1.2.8].
+#define RSS_QUEUES 16u
+void device_enable_rss(const struct device *d, unsigned queues);
 // The first disabled TX queue; returns its TDT.
 volatile uint32_t *device_add_output(const struct device *d, uint64_t ring_phys, uint32_t len, uint64_t head_phys);
 
@@ -92,7 +97,8 @@ struct agent {
 	struct dma_block mem;
 };
 
-void agent_init(struct agent *a, const struct device *input, const struct device *const *outputs,
+// An agent whose input is RX queue `queue` of `input`.
+void agent_init(struct agent *a, const struct device *input, unsigned queue, const struct device *const *outputs,
                 unsigned output_count);
 
 struct buffer {
@@ -133,7 +139,8 @@ void queue_memory_allocate(struct queue_memory *m, size_t pool_size);
 void pool_init(struct pool *p, const struct queue_memory *m);
 // A pool of `pool_size` buffers of BUFFER_SIZE from offset `buffers` of `block`.
 void pool_init_at(struct pool *p, const struct dma_block *block, size_t buffers, size_t pool_size);
-void rx_queue_init(struct rx_queue *q, const struct device *d, const struct queue_memory *m, struct pool *pool);
+void rx_queue_init(struct rx_queue *q, const struct device *d, unsigned queue, const struct queue_memory *m,
+                   struct pool *pool);
 void tx_queue_init(struct tx_queue *q, const struct device *d, const struct queue_memory *m);
 
 
