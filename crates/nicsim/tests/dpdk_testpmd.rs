@@ -42,9 +42,15 @@ fn accumulated(log: &str, label: &str) -> Option<u64> {
 
 use nicsim::exec::dpdk_missed_a_deadline as missed_reset_poll;
 
-/// testpmd, forwarding, and the path of its log; `Err` with the log when DPDK gave up on a
-/// port after its reset poll ([`missed_reset_poll`]).
-fn start_testpmd(sim: &Nicsim, script: &str, exec: &[&str]) -> Result<(Reaped, std::path::PathBuf), String> {
+/// testpmd with its own arguments `app` after the script's, forwarding, and the path of its
+/// log; `Err` with the log when DPDK gave up on a port after its reset poll
+/// ([`missed_reset_poll`]).
+fn start_testpmd(
+    sim: &Nicsim,
+    script: &str,
+    exec: &[&str],
+    app: &[&str],
+) -> Result<(Reaped, std::path::PathBuf), String> {
     let commands = sim.scratch_file("testpmd.cmd");
     std::fs::write(&commands, script).unwrap();
     let log_path = sim.scratch_file("testpmd.log");
@@ -61,6 +67,7 @@ fn start_testpmd(sim: &Nicsim, script: &str, exec: &[&str]) -> Result<(Reaped, s
             // Names the virtio interface DPDK chose ("modern virtio pci detected").
             .arg("--log-level=pmd.net.virtio.init:debug")
             .args(["-a", A, "-a", B, "--", "--auto-start", &format!("--cmdline-file={}", commands.display())])
+            .args(app)
             .stdin(Stdio::piped())
             .stdout(log.try_clone().unwrap())
             .stderr(log),
@@ -138,7 +145,7 @@ fn testpmd_forwards_every_frame_exactly_once_on_virtio_net_through_vfio() {
 /// Runs testpmd with `script` on `sim`'s two ports, sends FRAMES each way, checks that each
 /// arrived exactly once, and returns testpmd's log.
 fn forward_every_frame_exactly_once(sim: &Nicsim, script: &str, exec: &[&str]) -> String {
-    let (mut run, log_path) = start_dpdk("testpmd", || start_testpmd(sim, script, exec));
+    let (mut run, log_path) = start_dpdk("testpmd", || start_testpmd(sim, script, exec, &[]));
     let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     if let Err(e) = sim.wait_ports_up(Duration::from_secs(30), || Ok(())) {
         panic!("{e}; testpmd's log:\n{}", read_log());
@@ -174,4 +181,119 @@ fn forward_every_frame_exactly_once(sim: &Nicsim, script: &str, exec: &[&str]) -
     assert!(lint.is_empty(), "lint is silent for DPDK: {lint:?}");
     assert!(log.contains("nicsim exec:   port 1 (0000:5e:00.1): generated 200000 | sink 200000 (lost 0)"), "{log}");
     log
+}
+
+/// Flows per generator of the RSS test; every flow sends `FRAMES / RSS_FLOWS` frames. Not a
+/// power of two: the hash is linear, so 2^k consecutive flows would spread exactly evenly.
+const RSS_FLOWS: u32 = 100;
+
+/// testpmd on four queue pairs per port with RSS on UDP, one forwarding core: each queue
+/// received exactly the frames that the Toeplitz hash, computed here from the generated
+/// 5-tuples with the key and redirection table testpmd reports, sends it, and every flow
+/// arrived in order [DS 7.1.2.8].
+#[test]
+fn testpmd_spreads_udp_flows_over_four_queues_as_toeplitz_predicts() {
+    let sim = Nicsim::start("testpmd-rss", &[]);
+    let mut script = String::from(COMMANDS);
+    for port in 0..2 {
+        for q in 0..4 {
+            // Queue q counts in QPRC(q) (RQSMR) [DS 8.2.3.8.9].
+            script.push_str(&format!("set stat_qmap rx {port} {q} {q}\n"));
+        }
+        script.push_str(&format!("show port {port} rss-hash key\n"));
+        script.push_str(&format!("show port {port} rss reta 128 (0xffffffffffffffff,0xffffffffffffffff)\n"));
+    }
+    let queues = ["--rxq=4", "--txq=4", "--nb-cores=1", "--rss-udp"];
+    let (mut run, log_path) = start_dpdk("testpmd", || start_testpmd(&sim, &script, UIO, &queues));
+    let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    if let Err(e) = sim.wait_ports_up(Duration::from_secs(30), || Ok(())) {
+        panic!("{e}; testpmd's log:\n{}", read_log());
+    }
+    // The script has run once the last redirection table is in the log.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while read_log().matches("RSS RETA configuration: hash index=127").count() < 2 {
+        assert!(Instant::now() < deadline, "testpmd did not show both RETAs:\n{}", read_log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = read_log();
+    let spec = TrafficSpec { count: Some(FRAMES), flows: RSS_FLOWS, ..TrafficSpec::default() };
+    for port in [0, 1] {
+        sim.start_traffic(port, spec.clone()).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while sim.stats().ports.iter().any(|p| p.sink_packets < FRAMES) {
+        assert!(Instant::now() < deadline, "frames missing after 120 s: {:?}", sim.stats().ports);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stats = sim.stats();
+    run.take_stdin().unwrap().write_all(b"\n").unwrap();
+    let out = run.wait_for_exit(Duration::from_secs(60)).unwrap();
+    assert!(out.status.success(), "testpmd failed: {:?}\n{}", out.status, read_log());
+    let keys = rss_keys(&log);
+    let retas = retas(&log);
+    assert_eq!((keys.len(), retas.len()), (2, 2), "testpmd showed a key and a table per port:\n{log}");
+    for p in &stats.ports {
+        let (_, st) = &p.streams[0];
+        assert_eq!((st.received, st.lost, st.flow_reordered), (FRAMES, 0, 0), "port {}: {st:?}", p.port);
+        // Port p received its own generator's stream (stream p), hashed by p's key and table.
+        let sender = &stats.ports[1 - p.port];
+        let predicted = predicted_queues(sender.port as u8, &keys[sender.port], &retas[sender.port]);
+        assert_eq!(&sender.device.qprc[..4], &predicted[..], "port {}'s RX queues", sender.port);
+        assert!(predicted.iter().all(|&n| n > 0), "the flows reach every queue: {predicted:?}");
+    }
+}
+
+/// The keys testpmd printed, in port order ("RSS key:" and a line of hex).
+fn rss_keys(log: &str) -> Vec<Vec<u8>> {
+    let lines: Vec<&str> = log.lines().collect();
+    lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.trim() == "RSS key:")
+        .filter_map(|(i, _)| lines.get(i + 1))
+        .map(|hex| {
+            (0..hex.trim().len() / 2).map(|k| u8::from_str_radix(&hex.trim()[2 * k..2 * k + 2], 16).unwrap()).collect()
+        })
+        .collect()
+}
+
+/// The redirection tables testpmd printed, in port order: 128 queues each.
+fn retas(log: &str) -> Vec<Vec<usize>> {
+    let mut tables: Vec<Vec<usize>> = Vec::new();
+    for line in log.lines() {
+        let Some(rest) = line.trim().strip_prefix("RSS RETA configuration: hash index=") else { continue };
+        let (index, queue) = rest.split_once(", queue=").unwrap();
+        let (index, queue): (usize, usize) = (index.parse().unwrap(), queue.trim().parse().unwrap());
+        if index == 0 {
+            tables.push(Vec::new());
+        }
+        tables.last_mut().unwrap().push(queue);
+    }
+    tables
+}
+
+/// Frames per RX queue of the port receiving nicsim's stream `stream` (flows as the
+/// generator makes them: source 10.<stream>.0.<flow>, UDP port 1024 + flow, to
+/// 10.255.<stream>.1, port 20051).
+fn predicted_queues(stream: u8, key: &[u8], reta: &[usize]) -> [u64; 4] {
+    let mut counts = [0u64; 4];
+    for flow in 0..RSS_FLOWS {
+        let mut input = vec![10, stream, 0, flow as u8, 10, 255, stream, 1];
+        input.extend((1024 + flow as u16).to_be_bytes());
+        input.extend(20051u16.to_be_bytes());
+        counts[reta[(toeplitz(key, &input) & 0x7F) as usize]] += FRAMES / u64::from(RSS_FLOWS);
+    }
+    counts
+}
+
+/// The Toeplitz hash as its definition reads, bit by bit [DS 7.1.2.8.2].
+fn toeplitz(key: &[u8], input: &[u8]) -> u32 {
+    let key_bit = |i: usize| i < key.len() * 8 && key[i / 8] & (0x80 >> (i % 8)) != 0;
+    let mut hash = 0u32;
+    for i in 0..input.len() * 8 {
+        if input[i / 8] & (0x80 >> (i % 8)) != 0 {
+            hash ^= (0..32).fold(0u32, |w, k| (w << 1) | u32::from(key_bit(i + k)));
+        }
+    }
+    hash
 }
