@@ -8,7 +8,7 @@ CARGO ?= cargo
 ISA ?= $(shell scripts/isa-level)
 export RUSTFLAGS := -C target-cpu=$(ISA)
 
-.PHONY: all setup build audit-tool vet demo test test-slow check test-mpk test-tinynf test-peers test-chaos soak chaos-report bench bench-smoke bench-dpdk-smoke bench-dpdk bench-isolation bench-virtio bench-vfio audit sanitize fuzz stress fmt clean
+.PHONY: all setup build audit-tool vet demo test test-slow check test-mpk test-tinynf test-peers test-chaos soak chaos-report bench bench-smoke bench-dpdk-smoke bench-dpdk bench-isolation bench-virtio bench-vfio bench-queues audit sanitize fuzz stress fmt clean
 
 all: build
 
@@ -104,6 +104,7 @@ bench-smoke: setup build
 	target/release/safenic bench --profile quick --out target/bench-quick
 	target/release/safenic bench-isolation --rounds 1 --window-ms 2
 	target/release/safenic bench-vfio --callgrind-seconds 1 --drivers rust --modes flexible
+	target/release/safenic bench-queues --callgrind-seconds 1 --drivers rust --modes const --rate-seconds 0.5
 
 # The l2fwd pair of bench-dpdk, briefly: DPDK's C l2fwd and ours under callgrind on net_null and
 # on nicsim, and the overload test (about a minute). Part of `make test-slow`.
@@ -160,6 +161,7 @@ bench: setup build
 	target/release/safenic bench --profile $(PROFILE) --out docs/bench --figures docs/figures --splice docs/results.md
 	$(MAKE) bench-virtio
 	$(MAKE) bench-vfio
+	$(MAKE) bench-queues
 
 # virtio-net: the Rust driver (modern and legacy interface) beside the C baseline's (legacy)
 # between nicsim's virtio-net functions, instructions and estimated cycles per packet under
@@ -177,6 +179,15 @@ VFIO_SECONDS ?= 5
 VFIO_ROUNDS ?= 3
 bench-vfio: setup build
 	target/release/safenic bench-vfio --callgrind-seconds $(VFIO_SECONDS) --rounds $(VFIO_ROUNDS) --splice docs/results.md
+
+# Every driver with several queue pairs (Rust, C clang, C gcc) in every model on 1, 2, 4 and 16
+# queue pairs of one core, RSS spreading 1024 flows: instructions and estimated cycles per packet
+# under callgrind, how evenly flows spread, and one against two cores' forwarding rate on this
+# host. Writes its tables into docs/results.md (docs/queues.md).
+QUEUES_SECONDS ?= 3
+QUEUES_ROUNDS ?= 1
+bench-queues: setup build
+	target/release/safenic bench-queues --callgrind-seconds $(QUEUES_SECONDS) --rounds $(QUEUES_ROUNDS) --splice docs/results.md
 
 # The Rust l2fwd (crates/dpdk) beside DPDK's C l2fwd, paired in one run: instructions per
 # forwarded packet under callgrind on net_null, and the overload test on net_null and on nicsim.

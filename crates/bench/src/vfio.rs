@@ -78,7 +78,7 @@ pub fn instructions(
 ) -> Result<Instructions, String> {
     let path = if through.is_some() { "vfio" } else { "sysfs" };
     let session = Harness::start(&format!("{}-{mode}-{path}-cg", driver.name))?;
-    let how = Counting { mode, extra: &[], saturated: rings_overflowed, vfio: through };
+    let how = Counting { mode, extra: &[], saturated: rings_overflowed, vfio: through, flows: 1 };
     let (mut counted, _) = count_instructions(&session, driver, &how, seconds)?;
     let mut runs = 1;
     while !counted.saturated && runs < crate::rfc2544::TRIES {

@@ -57,7 +57,7 @@ pub fn drivers(bench_drivers: &[Driver]) -> Vec<VirtioDriver> {
 pub fn instructions(d: &VirtioDriver, seconds: f64) -> Result<Instructions, String> {
     let opts = SessionOptions { devices: vec![Kind::VirtioNet], ..SessionOptions::default() };
     let session = Harness::start_with(&format!("{}-virtio-cg", d.name), opts)?;
-    let how = Counting { mode: "flexible", extra: &d.extra, saturated: held_the_generator, vfio: None };
+    let how = Counting { mode: "flexible", extra: &d.extra, saturated: held_the_generator, vfio: None, flows: 1 };
     let (mut counted, _) = count_instructions(&session, &d.driver, &how, seconds)?;
     let mut runs = 1;
     while !counted.saturated && runs < crate::rfc2544::TRIES {

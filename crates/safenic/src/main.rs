@@ -7,6 +7,7 @@
 
 mod bench_dpdk;
 mod bench_isolation;
+mod bench_queues;
 mod bench_vfio;
 mod bench_virtio;
 mod chaos;
@@ -259,6 +260,10 @@ enum Cmd {
     /// nobody under `nicsim exec --vfio`, IOVAs): instructions and estimated cycles per
     /// forwarded packet under callgrind, paired in one run. Needs root and valgrind.
     BenchVfio(bench_vfio::Args),
+    /// Each driver and model on 1, 2, 4 and 16 queue pairs of one core, RSS spreading 1024
+    /// flows: instructions and estimated cycles per forwarded packet under callgrind, how
+    /// evenly the flows spread, and what one and two cores forward. Needs root and valgrind.
+    BenchQueues(bench_queues::Args),
 }
 
 /// Which drivers `safenic bench` measures.
@@ -448,6 +453,7 @@ fn main() -> ExitCode {
         Cmd::BenchIsolation(args) => bench_isolation::run(&args),
         Cmd::BenchVirtio(args) => bench_virtio::run(&args),
         Cmd::BenchVfio(args) => bench_vfio::run(&args),
+        Cmd::BenchQueues(args) => bench_queues::run(&args),
     };
     cli::finish("safenic", result)
 }

@@ -1,0 +1,173 @@
+//! Several queue pairs in the bench (`safenic bench-queues`, docs/results.md): instructions
+//! and estimated cycles per forwarded packet of each driver and model with 1, 2, 4 and 16
+//! queue pairs on one core, RSS spreading the generator's flows; how evenly those flows
+//! spread; and what two cores forward, measured on a host whose second core nicsim's engine
+//! also uses.
+
+use crate::{count_instructions, rings_overflowed, Counting, Driver, Harness, Instructions, DRIVER_CPU, NICSIM_CPU};
+use std::time::Duration;
+
+/// Queue pairs per core the bench measures.
+pub const QUEUES: [usize; 4] = [1, 2, 4, 16];
+/// Flows of the generators: enough for every queue to see traffic at 16 queues.
+pub const FLOWS: u32 = 1024;
+/// The RSS key the drivers program (crates/ixgbe's `RSS_KEY`, drivers/c's `rss_key`).
+pub const KEY: [u8; 40] = [
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b,
+    0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac,
+    0x01, 0xfa,
+];
+
+/// Instructions per packet of `driver` in `mode` on `queues` queue pairs, one core, measured
+/// again (at most [`crate::rfc2544::TRIES`] runs) while the driver was not the limit.
+pub fn instructions(driver: &Driver, mode: &str, queues: usize, seconds: f64) -> Result<Instructions, String> {
+    let session = Harness::start(&format!("{}-{mode}-q{queues}-cg", driver.name))?;
+    let extra = ["--queues".to_string(), queues.to_string()];
+    let how = Counting { mode, extra: &extra, saturated: rings_overflowed, vfio: None, flows: FLOWS };
+    let (mut counted, _) = count_instructions(&session, driver, &how, seconds)?;
+    let mut runs = 1;
+    while !counted.saturated && runs < crate::rfc2544::TRIES {
+        eprintln!("bench: {} {mode} on {queues} queues was not saturated in run {runs}; measuring again", driver.name);
+        counted = count_instructions(&session, driver, &how, seconds)?.0;
+        runs += 1;
+    }
+    Ok(counted)
+}
+
+/// One driver and model at every count of [`QUEUES`], in one round.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub driver: String,
+    pub mode: String,
+    pub by_queues: Vec<Instructions>,
+}
+
+/// `rounds` rounds, each measuring every driver in every model of `modes` at every count of
+/// [`QUEUES`].
+pub fn run(drivers: &[Driver], modes: &[&str], seconds: f64, rounds: usize) -> Result<Vec<Vec<Row>>, String> {
+    (0..rounds)
+        .map(|_| {
+            let mut round = Vec::new();
+            for d in drivers {
+                for &mode in modes {
+                    let by_queues =
+                        QUEUES.iter().map(|&q| instructions(d, mode, q, seconds)).collect::<Result<_, _>>()?;
+                    round.push(Row { driver: d.name.clone(), mode: mode.to_string(), by_queues });
+                }
+            }
+            Ok(round)
+        })
+        .collect()
+}
+
+/// Packets per second `driver` forwards in `mode` with `extra` arguments (where its threads
+/// run), both generators at line rate with [`FLOWS`] flows, over `seconds` after a second of
+/// warm-up; not under callgrind.
+pub fn forwarding_rate(driver: &Driver, mode: &str, extra: &[String], seconds: f64) -> Result<f64, String> {
+    let session = Harness::start(&format!("{}-{mode}-rate", driver.name))?;
+    session.start_traffic(FLOWS)?;
+    let mut child = session.spawn_with(&[], driver, mode, extra)?;
+    session.wait_ready(&mut child, Duration::from_secs(60))?;
+    crate::pause(Duration::from_secs(1))?;
+    let before = session.stats()?;
+    crate::pause(Duration::from_secs_f64(seconds))?;
+    let after = session.stats()?;
+    crate::terminate(child, Duration::from_secs(30))?;
+    session.stop_traffic()?;
+    Ok(crate::growth(&before, &after, |p| p.sink_packets) as f64 / seconds)
+}
+
+/// The forwarding rates of the two-core comparison: one queue pair on the driver's core, and
+/// two queue pairs, one on each core (nicsim's engine's core included).
+pub fn two_core_rates(driver: &Driver, mode: &str, seconds: f64) -> Result<(f64, f64), String> {
+    let one = forwarding_rate(driver, mode, &[], seconds)?;
+    let cores = format!("{DRIVER_CPU},{NICSIM_CPU}");
+    let two = forwarding_rate(driver, mode, &["--queues".into(), "2".into(), "--cores".into(), cores], seconds)?;
+    Ok((one, two))
+}
+
+/// The tables of docs/results.md: per driver and model, the median over the rounds of
+/// instructions and estimated cycles per packet at each queue count, and each count's ratio
+/// to one queue pair with the range of the per-round ratios; then how evenly the flows spread.
+pub fn markdown(rounds: &[Vec<Row>], seconds: f64) -> String {
+    let median = |v: Vec<f64>| crate::results::median(&v);
+    let counts: Vec<String> = QUEUES.iter().map(|q| format!("{q} q")).collect();
+    let mut s = format!(
+        "Per forwarded packet, one core, {FLOWS} flows each way spread by RSS, each run {seconds} s under \
+         callgrind counting inside the forwarding loop only, {} round(s) (medians; a ratio is to one queue \
+         pair, its range over the rounds).\n\n| driver | model | measure | {} |\n|---|---|---|{}\n",
+        rounds.len(),
+        counts.join(" | "),
+        "---:|".repeat(QUEUES.len())
+    );
+    let Some(first) = rounds.first() else { return s };
+    for row in first {
+        let all: Vec<&Row> =
+            rounds.iter().filter_map(|r| r.iter().find(|x| x.driver == row.driver && x.mode == row.mode)).collect();
+        for (name, f) in [
+            ("Ir/packet", Instructions::per_packet as fn(&Instructions) -> f64),
+            ("est. cycles", Instructions::cycles_per_packet),
+        ] {
+            let at = |k: usize| all.iter().map(|r| f(&r.by_queues[k])).collect::<Vec<f64>>();
+            let one = at(0);
+            let cells: Vec<String> = (0..QUEUES.len())
+                .map(|k| {
+                    let v = at(k);
+                    if k == 0 {
+                        return format!("{:.2}", median(v));
+                    }
+                    let per: Vec<f64> = v.iter().zip(&one).map(|(x, y)| x / y).collect();
+                    let (lo, hi) = per.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+                    format!("{:.2} (**{:.3}**, {lo:.3}–{hi:.3})", median(v.clone()), median(v) / median(one.clone()))
+                })
+                .collect();
+            s += &format!("| {} | {} | {name} | {} |\n", row.driver, row.mode, cells.join(" | "));
+        }
+        let unsaturated = all.iter().any(|r| r.by_queues.iter().any(|i| !i.saturated));
+        if unsaturated {
+            s += &format!(
+                "| {} | {} | **not saturated in every run**: a figure may include idle polls | |\n",
+                row.driver, row.mode
+            );
+        }
+    }
+    s + "\n" + &spread_table()
+}
+
+/// How evenly the generator's flows spread: the busiest queue's share over an even one.
+pub fn spread_table() -> String {
+    // Toeplitz is linear in its input, so 2^k consecutive flows spread exactly evenly.
+    let flows = [64u32, 100, 1000, 1024];
+    let mut s = String::from(
+        "How evenly RSS spreads the generator's flows (stream 0, the drivers' key and table): the busiest \
+         queue's frames over an even share.\n\n| flows | 2 queues | 4 queues | 16 queues |\n|---:|---:|---:|---:|\n",
+    );
+    for f in flows {
+        let cell = |q: usize| format!("{:.2}", crate::rss::imbalance(&KEY, 0, f, q));
+        s += &format!("| {f} | {} | {} | {} |\n", cell(2), cell(4), cell(16));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::callgrind::Events;
+
+    fn counted(ir: u64, packets: u64) -> Instructions {
+        Instructions { events: Events { ir, ..Events::default() }, packets, saturated: true }
+    }
+
+    #[test]
+    fn the_table_gives_each_count_its_median_and_ratio_to_one_queue() {
+        let row = |irs: [u64; 4]| Row {
+            driver: "rust".into(),
+            mode: "const".into(),
+            by_queues: irs.iter().map(|&ir| counted(ir, 10)).collect(),
+        };
+        let t = markdown(&[vec![row([1000, 1010, 1020, 1100])], vec![row([1000, 990, 1020, 1100])]], 2.0);
+        assert!(t.contains("| rust | const | Ir/packet | 100.00 | 100.00 (**1.000**, 0.990–1.010) |"), "{t}");
+        assert!(t.contains("110.00 (**1.100**, 1.100–1.100) |"), "{t}");
+        assert!(t.contains("| 1024 |"), "{t}");
+    }
+}
