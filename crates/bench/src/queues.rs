@@ -86,6 +86,63 @@ pub fn two_core_rates(driver: &Driver, mode: &str, seconds: f64) -> Result<(f64,
     Ok((one, two))
 }
 
+/// Frames of each `nicsim bench-rx` run.
+pub const NICSIM_FRAMES: u64 = 200_000;
+
+/// nicsim's receive path per frame (`nicsim bench-rx` under callgrind, counting
+/// `nicsim::rx_cost::deliver`): `queues` RX queues, RSS on if `rss`.
+pub fn nicsim_rx_cost(nicsim: &std::path::Path, queues: usize, rss: bool) -> Result<Instructions, String> {
+    let scratch = platform::fs::ScratchDir::new("safenic-bench", &format!("rx-cost-{queues}"))
+        .map_err(|e| format!("making a scratch directory: {e}"))?;
+    let out = scratch.path().join("callgrind.out");
+    let mut cmd = std::process::Command::new("valgrind");
+    cmd.args(["--tool=callgrind", "--cache-sim=yes", "--branch-sim=yes", "--toggle-collect=nicsim::rx_cost::deliver"])
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(nicsim)
+        .args(["bench-rx", "--queues", &queues.to_string(), "--frames", &NICSIM_FRAMES.to_string()]);
+    if rss {
+        cmd.arg("--rss");
+    }
+    let done = cmd.output().map_err(|e| format!("running valgrind: {e} (scripts/setup installs it)"))?;
+    let said = String::from_utf8_lossy(&done.stdout);
+    let expected = format!("{NICSIM_FRAMES} of {NICSIM_FRAMES} frames");
+    if !done.status.success() || !said.contains(&expected) {
+        return Err(format!("nicsim bench-rx --queues {queues}: {said} {}", String::from_utf8_lossy(&done.stderr)));
+    }
+    let text = std::fs::read_to_string(&out).map_err(|e| format!("reading {}: {e}", out.display()))?;
+    let events = crate::callgrind::Events::parse(&text).ok_or("no event totals in nicsim's profile")?;
+    Ok(Instructions { events, packets: NICSIM_FRAMES, saturated: true })
+}
+
+/// nicsim's receive path at one queue without RSS, then with RSS at every count of [`QUEUES`].
+pub fn nicsim_costs(nicsim: &std::path::Path) -> Result<Vec<(String, Instructions)>, String> {
+    let mut rows = vec![("1 queue, RSS off".to_string(), nicsim_rx_cost(nicsim, 1, false)?)];
+    for q in QUEUES {
+        rows.push((format!("{q} queue(s), RSS on"), nicsim_rx_cost(nicsim, q, true)?));
+    }
+    Ok(rows)
+}
+
+/// The table of nicsim's receive path per frame, each row's ratio to one queue with RSS.
+pub fn nicsim_table(rows: &[(String, Instructions)]) -> String {
+    let mut s = format!(
+        "nicsim's receive path per frame (`nicsim bench-rx`, {NICSIM_FRAMES} generated frames of {FLOWS} flows \
+         into rings a driver keeps giving back, counted by callgrind in `nicsim::rx_cost::deliver`): \
+         classification, the run of the frame's queue, the copy and the write-back.\n\n\
+         | queues | Ir/frame | est. cycles/frame | Ir / 1 queue with RSS |\n|---|---:|---:|---:|\n"
+    );
+    let base = rows.get(1).map_or(1.0, |(_, i)| i.per_packet());
+    for (name, i) in rows {
+        s += &format!(
+            "| {name} | {:.1} | {:.1} | {:.3} |\n",
+            i.per_packet(),
+            i.cycles_per_packet(),
+            i.per_packet() / base
+        );
+    }
+    s
+}
+
 /// The tables of docs/results.md: per driver and model, the median over the rounds of
 /// instructions and estimated cycles per packet at each queue count, and each count's ratio
 /// to one queue pair with the range of the per-round ratios; then how evenly the flows spread.

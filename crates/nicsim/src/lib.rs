@@ -24,6 +24,7 @@ pub mod pciconfig;
 pub mod peer;
 pub mod port;
 pub mod regs;
+pub mod rx_cost;
 pub mod server;
 pub mod session;
 pub mod shared_log;

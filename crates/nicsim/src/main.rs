@@ -185,6 +185,18 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// nicsim's receive path alone, in this process, for callgrind to count: one port's
+    /// generator (1024 flows) delivering `--frames` frames to `--queues` RX queues that RSS
+    /// spreads them over (`safenic bench-queues` counts `nicsim::rx_cost::deliver`).
+    BenchRx {
+        #[arg(long, default_value_t = 1)]
+        queues: u32,
+        #[arg(long, default_value_t = 100_000, value_parser = cli::at_least_one)]
+        frames: u64,
+        /// With one queue: program RSS anyway (every frame classified, all to queue 0).
+        #[arg(long)]
+        rss: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -558,6 +570,10 @@ fn run(cmd: Cmd, root: &Path) -> Result<(), String> {
             Ok(())
         }
         Cmd::Bench { seconds, link_gbps, json } => bench(seconds, link_gbps, json),
+        Cmd::BenchRx { queues, frames, rss } => {
+            let (received, per_queue) = nicsim::rx_cost::run(queues, rss, frames)?;
+            cli::outln!("nicsim bench-rx: {received} of {frames} frames into {queues} queue(s): {per_queue:?}")
+        }
         Cmd::BenchAccess { port, rounds, count, json } => {
             let dir = root.join("devices").join(nicsim::sysfs::port_address(port));
             let r = nicsim::access_cost::measure(&dir, rounds as usize, count as usize)?;

@@ -66,6 +66,11 @@ pub fn run(a: &Args) -> Result<(), String> {
         manifest::isa::compiled(),
         bench::queues::markdown(&rounds, a.callgrind_seconds)
     );
+    let nicsim = exe.with_file_name("nicsim");
+    if !nicsim.is_file() {
+        return Err(format!("{} is missing: build the workspace (make build)", nicsim.display()));
+    }
+    text += &format!("\n{}", bench::queues::nicsim_table(&bench::queues::nicsim_costs(&nicsim)?));
     if a.rate_seconds > 0.0 {
         text += &format!(
             "\nForwarded packets per second on this two-core host, not under callgrind, {} flows each way at \
