@@ -1,20 +1,11 @@
-//! What RSS does with the generator's flows [DS 7.1.2.8]: the Toeplitz hash, bit by bit as
-//! its definition reads, and the queue each flow of nicsim's generator reaches under the
-//! redirection table the drivers program (entry i names queue i mod N). Written apart from
-//! nicsim's own hash (per-byte tables), so that each checks the other.
+//! What RSS does with the generator's flows [DS 7.1.2.8]: the queue each flow of nicsim's
+//! generator reaches under the redirection table the drivers program (entry i names queue
+//! i mod N), by the Toeplitz hash computed bit by bit as its definition reads, not by the
+//! per-byte tables nicsim's device model uses.
 
-/// The Toeplitz hash of `input` under `key`: for every set bit of the input, the 32 key bits
-/// from that position on [DS 7.1.2.8.2].
-pub fn toeplitz(key: &[u8], input: &[u8]) -> u32 {
-    let key_bit = |i: usize| i < key.len() * 8 && key[i / 8] & (0x80 >> (i % 8)) != 0;
-    let mut hash = 0u32;
-    for i in 0..input.len() * 8 {
-        if input[i / 8] & (0x80 >> (i % 8)) != 0 {
-            hash ^= (0..32).fold(0u32, |w, k| (w << 1) | u32::from(key_bit(i + k)));
-        }
-    }
-    hash
-}
+/// The Toeplitz hash, bit by bit as its definition reads [DS 7.1.2.8.2] (nicsim's reference
+/// for its own per-byte tables).
+pub use nicsim::port::toeplitz_by_bits as toeplitz;
 
 /// The hash input of flow `flow` (below 65 536) of nicsim's generator for stream `stream`:
 /// UDP from 10.<stream>.x.y (x.y the flow), port 1024 + flow, to 10.255.<stream>.1, port 20051.

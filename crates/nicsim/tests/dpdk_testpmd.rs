@@ -11,6 +11,7 @@
 use crate::common;
 
 use common::serve::{start_dpdk, Nicsim, A, B, BIN};
+use nicsim::port::toeplitz_by_bits;
 use nicsim::wire::TrafficSpec;
 use platform::Reaped;
 use std::io::Write;
@@ -281,19 +282,7 @@ fn predicted_queues(stream: u8, key: &[u8], reta: &[usize]) -> [u64; 4] {
         let mut input = vec![10, stream, 0, flow as u8, 10, 255, stream, 1];
         input.extend((1024 + flow as u16).to_be_bytes());
         input.extend(20051u16.to_be_bytes());
-        counts[reta[(toeplitz(key, &input) & 0x7F) as usize]] += FRAMES / u64::from(RSS_FLOWS);
+        counts[reta[(toeplitz_by_bits(key, &input) & 0x7F) as usize]] += FRAMES / u64::from(RSS_FLOWS);
     }
     counts
-}
-
-/// The Toeplitz hash as its definition reads, bit by bit [DS 7.1.2.8.2].
-fn toeplitz(key: &[u8], input: &[u8]) -> u32 {
-    let key_bit = |i: usize| i < key.len() * 8 && key[i / 8] & (0x80 >> (i % 8)) != 0;
-    let mut hash = 0u32;
-    for i in 0..input.len() * 8 {
-        if input[i / 8] & (0x80 >> (i % 8)) != 0 {
-            hash ^= (0..32).fold(0u32, |w, k| (w << 1) | u32::from(key_bit(i + k)));
-        }
-    }
-    hash
 }

@@ -1,8 +1,8 @@
 //! `safenic fwd --queues N --cores LIST`: every model on N queue pairs, one thread per core,
 //! RSS spreading the generator's flows [DS 7.1.2.8]. Each run is lossless (flow control),
 //! every frame accounted for, each flow in order (frames of different flows may interleave),
-//! and each queue received exactly the frames that a Toeplitz hash computed here, bit by
-//! bit from the generated 5-tuples and the driver's key, sends it.
+//! and each queue received exactly the frames that the Toeplitz hash, computed bit by bit
+//! from the generated 5-tuples and the driver's key, sends it.
 //! Needs root and hugepages (`make test` provides them); tests run one at a time.
 
 use crate::common;
@@ -91,7 +91,7 @@ fn wait_for_queues(sim: &Sim, queues: usize, child: &mut platform::Reaped) {
 }
 
 /// Frames each RX queue of a port receives from the generator of stream `stream`: each flow's
-/// 5-tuple hashed bit by bit (`bench::rss`, written apart from nicsim's hash) and looked up in
+/// 5-tuple hashed bit by bit (`bench::rss`: the hash's definition, not nicsim's tables) and looked up in
 /// the redirection table the driver programs (entry i names queue i mod N).
 fn per_queue(stream: u8, queues: usize) -> [u64; 16] {
     let mut counts = [0u64; 16];

@@ -72,6 +72,20 @@ impl Toeplitz {
     }
 }
 
+/// The Toeplitz hash as its definition reads, bit by bit: for every set bit of the input, the
+/// 32 key bits from that position on [DS 7.1.2.8.2]. A reference for what the tables compute,
+/// and for tests and the bench to predict queues with, apart from them.
+pub fn toeplitz_by_bits(key: &[u8], input: &[u8]) -> u32 {
+    let key_bit = |i: usize| i < key.len() * 8 && key[i / 8] & (0x80 >> (i % 8)) != 0;
+    let mut hash = 0u32;
+    for i in 0..input.len() * 8 {
+        if input[i / 8] & (0x80 >> (i % 8)) != 0 {
+            hash ^= (0..32).fold(0u32, |w, k| (w << 1) | u32::from(key_bit(i + k)));
+        }
+    }
+    hash
+}
+
 /// Key bits `bit .. bit + 32`, most significant first; bits past the key read 0.
 fn key_window(key: &[u8; KEY_LEN], bit: usize) -> u32 {
     (0..32).fold(0u32, |w, k| {

@@ -145,3 +145,23 @@ fn rss_off_in_mrqc_is_reported() {
     rss.update(|o| if o == MRQC { FIELD_IPV4 } else { 0 });
     assert!(!rss.enabled());
 }
+
+#[test]
+fn the_tables_compute_the_hash_as_defined_for_any_input() {
+    // A fixed pseudo-random sequence of keys and inputs of every length up to 36 bytes.
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x as u8
+    };
+    for _ in 0..50 {
+        let key: [u8; KEY_LEN] = std::array::from_fn(|_| next());
+        let t = Toeplitz::new(&key);
+        for len in 0..=36 {
+            let input: Vec<u8> = (0..len).map(|_| next()).collect();
+            assert_eq!(t.hash(&input), toeplitz_by_bits(&key, &input), "{key:02x?} {input:02x?}");
+        }
+    }
+}
