@@ -259,6 +259,12 @@ fn mixed(
 
 /// `safenic fwd` when a port is a virtio-net function.
 pub fn run(o: &Options) -> Result<(), String> {
+    if o.queues != 1 || o.cores.is_some() {
+        return Err(
+            "--queues and --cores are for 82599 ports (RSS): a virtio-net port has one queue pair here (no VIRTIO_NET_F_MQ)"
+                .into(),
+        );
+    }
     if o.mode != Mode::Flexible {
         return Err(format!(
             "the {} model is the 82599's (TinyNF's agents own their rings): use flexible on virtio ports",

@@ -163,11 +163,15 @@ fn a_hostile_virtio_device_cannot_break_the_c_baseline_under_the_sanitizers() {
 }
 
 #[test]
-fn the_agent_models_are_refused_on_virtio_ports() {
+fn the_agent_models_and_several_queues_are_refused_on_virtio_ports() {
     let sim = Sim::start_devices("virtio-agents", VIRTIO);
     let devices = sim.devices();
     for (driver, mode) in [(RUST, "restricted"), (RUST, "const"), (C_CLANG, "restricted"), (C_CLANG, "const")] {
         let err = common::fwd_error(driver, mode, &[A, B, "--sysfs", &devices]);
         assert!(err.contains("use flexible on virtio ports"), "{} {mode}: {err}", driver.name);
+    }
+    for driver in [RUST, C_CLANG] {
+        let err = common::fwd_error(driver, "flexible", &[A, B, "--sysfs", &devices, "--queues", "2"]);
+        assert!(err.contains("are for 82599 ports"), "{}: {err}", driver.name);
     }
 }

@@ -678,6 +678,9 @@ int main(int argc, char **argv)
 		pin_to_cpu(o.cpu);
 	}
 	bool virtio_in = pci_vendor(o.sysfs, o.input) == 0x1AF4, virtio_out = pci_vendor(o.sysfs, o.output) == 0x1AF4;
+	if ((virtio_in || virtio_out) && (o.queues > 1 || o.core_count > 0)) {
+		die("--queues and --cores are for 82599 ports (RSS): a virtio-net port has one queue pair here");
+	}
 	if (virtio_in && virtio_out) {
 		return main_virtio(&o);
 	}
