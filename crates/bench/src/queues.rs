@@ -11,12 +11,9 @@ use std::time::Duration;
 pub const QUEUES: [usize; 4] = [1, 2, 4, 16];
 /// Flows of the generators: enough for every queue to see traffic at 16 queues.
 pub const FLOWS: u32 = 1024;
-/// The RSS key the drivers program (crates/ixgbe's `RSS_KEY`, drivers/c's `rss_key`).
-pub const KEY: [u8; 40] = [
-    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b,
-    0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac,
-    0x01, 0xfa,
-];
+/// The RSS key the drivers program (crates/ixgbe's `RSS_KEY`, drivers/c's `rss_key`): the
+/// datasheet's verification key.
+pub const KEY: [u8; 40] = nicsim::port::VERIFICATION_KEY;
 
 /// Instructions per packet of `driver` in `mode` on `queues` queue pairs, one core, measured
 /// again (at most [`crate::rfc2544::TRIES`] runs) while the driver was not the limit.

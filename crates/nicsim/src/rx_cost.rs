@@ -6,7 +6,7 @@
 
 use crate::dma::FlatDmaSpace;
 use crate::pciconfig::{PciConfig, CONFIG_LEN};
-use crate::port::{Port, RxRuns};
+use crate::port::{Port, RxRuns, VERIFICATION_KEY};
 use crate::regs::*;
 use crate::wire::{Generator, TrafficSpec, WireClock};
 use platform::MappedRegion;
@@ -35,12 +35,12 @@ fn port_with_queues(queues: u32, rss: bool) -> Result<(Port, FlatDmaSpace), Stri
     let w = |port: &mut Port, offset: u32, value: u32| port.write_register_now(offset, value);
     if rss || queues > 1 {
         for n in 0..10 {
-            let k = &RSS_KEY[4 * n as usize..4 * n as usize + 4];
-            w(&mut port, 0x05C80 + 4 * n, u32::from_le_bytes([k[0], k[1], k[2], k[3]]))?;
+            let k = &VERIFICATION_KEY[4 * n as usize..4 * n as usize + 4];
+            w(&mut port, rssrk(n), u32::from_le_bytes([k[0], k[1], k[2], k[3]]))?;
         }
         for n in 0..32 {
             let e = |k: u32| ((4 * n + k) % queues) as u8;
-            w(&mut port, 0x05C00 + 4 * n, u32::from_le_bytes([e(0), e(1), e(2), e(3)]))?;
+            w(&mut port, reta(n), u32::from_le_bytes([e(0), e(1), e(2), e(3)]))?;
         }
         for n in 0..4 {
             // Queue q counts in QPRC(q) [DS 8.2.3.8.9].
@@ -71,13 +71,6 @@ fn port_with_queues(queues: u32, rss: bool) -> Result<(Port, FlatDmaSpace), Stri
     port.scan_all();
     Ok((port, dma))
 }
-
-/// The datasheet's RSS verification key [DS 7.1.2.8.3], as the drivers program it.
-const RSS_KEY: [u8; 40] = [
-    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b,
-    0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac,
-    0x01, 0xfa,
-];
 
 /// One engine iteration's receive work: what callgrind counts.
 #[inline(never)]

@@ -71,7 +71,6 @@ impl QueuePlan {
 
 /// What the threads of one run share: a stop for all (a device gone, a ring stuck, found by
 /// one thread) and each thread's counts, for the progress line the first thread prints.
-#[derive(Default)]
 pub struct Shared {
     stop: AtomicBool,
     counts: Vec<[AtomicU64; 2]>,

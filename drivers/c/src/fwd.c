@@ -191,7 +191,6 @@ static void forward_model(struct pair *pairs, unsigned n, const struct options *
                           uint64_t counts[2])
 {
 #ifdef MODEL_CONST
-	(void)o;
 	forward_const(pairs, n, o->rewrite, m, counts);
 #else
 	forward_restricted(pairs, n, o->outputs, o->rewrite, m, counts);

@@ -436,7 +436,7 @@ impl Port {
     /// core.
     #[inline(always)]
     pub fn rx_run_generated(&mut self, dma: &mut impl DmaSpace, runs: &mut RxRuns, due: &mut DueFrame) {
-        let c = if self.rss.enabled() { self.rx_queue_for(&due.header()) } else { self.rx_queue_for(&[]) };
+        let c = if self.rss.enabled() { self.rss.classify(&due.header()) } else { Classified::default() };
         if let Some(r) = self.run_of(dma, runs, c) {
             if r.push_generated(&*dma, &self.bar, &mut self.rx_records[c.queue as usize], due, c.info) {
                 return;
