@@ -9,7 +9,7 @@ pub const SPLICE_BEGIN: &str = "<!-- safenic bench-queues: begin -->";
 pub const SPLICE_END: &str = "<!-- safenic bench-queues: end -->";
 
 /// The drivers with several queue pairs.
-const DRIVERS: [&str; 3] = ["rust", "c-clang", "c-gcc"];
+const DRIVERS: [&str; 4] = ["rust", "c-clang", "c-gcc", "ada"];
 
 /// `safenic bench-queues`' options.
 #[derive(clap::Args)]
@@ -27,7 +27,7 @@ pub struct Args {
     /// Seconds of each forwarding-rate run of the two-core comparison (0: leave it out).
     #[arg(long, default_value = "3")]
     pub rate_seconds: f64,
-    /// Only these drivers (default: rust, c-clang, c-gcc).
+    /// Only these drivers (default: rust, c-clang, c-gcc, ada).
     #[arg(long, value_delimiter = ',')]
     pub drivers: Vec<String>,
     /// Only these models (default: all three).
@@ -45,7 +45,7 @@ pub fn run(a: &Args) -> Result<(), String> {
     let m = manifest::Manifest::load(&root)?;
     let names: Vec<String> = if a.drivers.is_empty() { DRIVERS.map(String::from).to_vec() } else { a.drivers.clone() };
     if let Some(n) = names.iter().find(|n| !DRIVERS.contains(&n.as_str())) {
-        return Err(format!("--drivers {n}: give rust, c-clang or c-gcc (the drivers with several queue pairs)"));
+        return Err(format!("--drivers {n}: give rust, c-clang, c-gcc or ada (the drivers with several queue pairs)"));
     }
     let modes: Vec<&str> =
         if a.modes.is_empty() { bench::MODES.to_vec() } else { a.modes.iter().map(String::as_str).collect() };

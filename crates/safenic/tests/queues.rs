@@ -11,8 +11,10 @@ use common::{Driver, Sim, A, B, RUST};
 use nicsim::wire::TrafficSpec;
 use std::time::{Duration, Instant};
 
-/// The C baseline does the same (drivers/c/src/fwd.c), so the comparison stays like with like.
+/// The C baseline and the Ada driver do the same (drivers/c/src/fwd.c, drivers/ada/src/cli.adb),
+/// so the comparison stays like with like.
 const C_CLANG: Driver = Driver { name: "c-clang", command: "drivers/c/build/{isa}/clang/safenic-c-{mode} fwd" };
+const ADA: Driver = Driver { name: "ada", command: "drivers/ada/build/{isa}/safenic-ada fwd" };
 
 /// Flows per generator, and frames each way: every flow sends as many. Not a power of two:
 /// the hash is linear, so 2^k consecutive flows spread exactly evenly, and an even spread
@@ -38,15 +40,18 @@ fn flexible_spreads_flows_over_queue_pairs_and_cores() {
     every_plan("flexible");
 }
 
-/// The C baseline's plans: its queues on one core and on two (the Rust driver runs them all).
-const C_PLANS: [(usize, &str); 2] = [(4, "1"), (16, "0,1")];
+/// The C baseline's and the Ada driver's plans: queues on one core and on two (the Rust driver
+/// runs them all).
+const OTHER_PLANS: [(usize, &str); 2] = [(4, "1"), (16, "0,1")];
 
 fn every_plan(mode: &str) {
     for (queues, cores) in PLANS {
         forward_on_queues(RUST, mode, queues, cores);
     }
-    for (queues, cores) in C_PLANS {
-        forward_on_queues(C_CLANG, mode, queues, cores);
+    for driver in [C_CLANG, ADA] {
+        for (queues, cores) in OTHER_PLANS {
+            forward_on_queues(driver, mode, queues, cores);
+        }
     }
 }
 
@@ -117,7 +122,7 @@ fn queue_and_core_errors_are_one_line() {
         (&["--queues", "2", "--cpu", "0", "--cores", "0"], "--cpu or --cores"),
         (&["--queues", "16", "--outputs", "8"], "give fewer"),
     ] {
-        for driver in [RUST, C_CLANG] {
+        for driver in [RUST, C_CLANG, ADA] {
             let e = common::fwd_error(driver, "restricted", &[&[A, B][..], args].concat());
             assert!(e.contains(expect), "{}: {args:?}: {e}", driver.name);
         }

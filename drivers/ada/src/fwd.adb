@@ -44,16 +44,17 @@ package body Fwd is
 
    --  The agents' loop for one model (Last_Output) and one choice of rewrite: each instance is
    --  its own loop, as the Rust driver's const generics and the C driver's constant arguments.
+   --  Every agent has Last + 1 outputs.
    generic
       Rewrite : Boolean;
       with function Last_Output (A : Agent) return Output_Index;
-   procedure Forward_Agents (AB, BA : in out Agent; M : in out Meter; Forwarded : in out Counts)
+   procedure Forward_Agents (Pairs : in out Agent_Pairs; Last : Output_Index; M : in out Meter;
+                             Forwarded : in out Counts)
      with Inline_Always;
 
-   procedure Forward_Agents (AB, BA : in out Agent; M : in out Meter; Forwarded : in out Counts) is
-      --  Each packet goes to the next output in turn.
-      Last_AB : constant Output_Index := Last_Output (AB);
-      Last_BA : constant Output_Index := Last_Output (BA);
+   procedure Forward_Agents (Pairs : in out Agent_Pairs; Last : Output_Index; M : in out Meter;
+                             Forwarded : in out Counts) is
+      --  Each packet goes to the next output in turn, across the thread's pairs.
       Next_AB, Next_BA : Output_Index := 0;
 
       procedure Handle_AB (Packet : in out Packet_Buffer; Length : Frame_Length;
@@ -65,7 +66,7 @@ package body Fwd is
             Rewrite_Macs (Packet);
          end if;
          Lengths (Next_AB and Output_Index'Last) := Length; -- masked: see Ixgbe.Agents.Run
-         Next_AB := (if Next_AB = Last_AB then 0 else Next_AB + 1);
+         Next_AB := (if Next_AB = Last then 0 else Next_AB + 1);
       end Handle_AB;
 
       procedure Handle_BA (Packet : in out Packet_Buffer; Length : Frame_Length;
@@ -77,7 +78,7 @@ package body Fwd is
             Rewrite_Macs (Packet);
          end if;
          Lengths (Next_BA and Output_Index'Last) := Length; -- masked: see Ixgbe.Agents.Run
-         Next_BA := (if Next_BA = Last_BA then 0 else Next_BA + 1);
+         Next_BA := (if Next_BA = Last then 0 else Next_BA + 1);
       end Handle_BA;
 
       procedure Run_AB is new Run (Last_Output, Handle_AB);
@@ -86,10 +87,12 @@ package body Fwd is
    begin
       loop
          for K in 1 .. Check_Every loop
-            Run_AB (AB, N);
-            Forwarded (A_To_B) := Forwarded (A_To_B) + Unsigned_64 (N);
-            Run_BA (BA, N);
-            Forwarded (B_To_A) := Forwarded (B_To_A) + Unsigned_64 (N);
+            for P of Pairs loop
+               Run_AB (P.AB, N);
+               Forwarded (A_To_B) := Forwarded (A_To_B) + Unsigned_64 (N);
+               Run_BA (P.BA, N);
+               Forwarded (B_To_A) := Forwarded (B_To_A) + Unsigned_64 (N);
+            end loop;
          end loop;
          exit when not Tick (M, Forwarded);
       end loop;
@@ -110,23 +113,23 @@ package body Fwd is
    procedure Const_Rewrite is new Forward_Agents (True, Constant_Last);
    procedure Const_Plain is new Forward_Agents (False, Constant_Last);
 
-   procedure Forward_Restricted (AB, BA : in out Agent; Rewrite : Boolean; M : in out Meter;
-                                 Forwarded : in out Counts) is
+   procedure Forward_Restricted (Pairs : in out Agent_Pairs; Last : Output_Index; Rewrite : Boolean;
+                                 M : in out Meter; Forwarded : in out Counts) is
    begin
       if Rewrite then
-         Restricted_Rewrite (AB, BA, M, Forwarded);
+         Restricted_Rewrite (Pairs, Last, M, Forwarded);
       else
-         Restricted_Plain (AB, BA, M, Forwarded);
+         Restricted_Plain (Pairs, Last, M, Forwarded);
       end if;
    end Forward_Restricted;
 
-   procedure Forward_Const (AB, BA : in out Agent; Rewrite : Boolean; M : in out Meter;
+   procedure Forward_Const (Pairs : in out Agent_Pairs; Rewrite : Boolean; M : in out Meter;
                             Forwarded : in out Counts) is
    begin
       if Rewrite then
-         Const_Rewrite (AB, BA, M, Forwarded);
+         Const_Rewrite (Pairs, 0, M, Forwarded);
       else
-         Const_Plain (AB, BA, M, Forwarded);
+         Const_Plain (Pairs, 0, M, Forwarded);
       end if;
    end Forward_Const;
 
@@ -176,20 +179,22 @@ package body Fwd is
 
    generic
       Rewrite, Lossless : Boolean;
-   procedure Forward_Directions (AB, BA : in out Direction; M : in out Meter;
+   procedure Forward_Directions (Pairs : in out Direction_Pairs; M : in out Meter;
                                  Forwarded : in out Counts) with Inline_Always;
 
-   procedure Forward_Directions (AB, BA : in out Direction; M : in out Meter;
+   procedure Forward_Directions (Pairs : in out Direction_Pairs; M : in out Meter;
                                  Forwarded : in out Counts) is
       procedure Burst_Once is new Burst (Rewrite, Lossless);
       Sent : Batch_Count;
    begin
       loop
          for K in 1 .. Check_Every loop
-            Burst_Once (AB, Sent);
-            Forwarded (A_To_B) := Forwarded (A_To_B) + Unsigned_64 (Sent);
-            Burst_Once (BA, Sent);
-            Forwarded (B_To_A) := Forwarded (B_To_A) + Unsigned_64 (Sent);
+            for P of Pairs loop
+               Burst_Once (P.AB, Sent);
+               Forwarded (A_To_B) := Forwarded (A_To_B) + Unsigned_64 (Sent);
+               Burst_Once (P.BA, Sent);
+               Forwarded (B_To_A) := Forwarded (B_To_A) + Unsigned_64 (Sent);
+            end loop;
          end loop;
          exit when not Tick (M, Forwarded);
       end loop;
@@ -200,17 +205,17 @@ package body Fwd is
    procedure Rewrite_Lossless is new Forward_Directions (True, True);
    procedure Plain_Lossless is new Forward_Directions (False, True);
 
-   procedure Forward_Flexible (AB, BA : in out Direction; Rewrite, Lossless : Boolean;
+   procedure Forward_Flexible (Pairs : in out Direction_Pairs; Rewrite, Lossless : Boolean;
                                M : in out Meter; Forwarded : in out Counts) is
    begin
       if Rewrite and not Lossless then
-         Rewrite_Lossy (AB, BA, M, Forwarded);
+         Rewrite_Lossy (Pairs, M, Forwarded);
       elsif not Lossless then
-         Plain_Lossy (AB, BA, M, Forwarded);
+         Plain_Lossy (Pairs, M, Forwarded);
       elsif Rewrite then
-         Rewrite_Lossless (AB, BA, M, Forwarded);
+         Rewrite_Lossless (Pairs, M, Forwarded);
       else
-         Plain_Lossless (AB, BA, M, Forwarded);
+         Plain_Lossless (Pairs, M, Forwarded);
       end if;
    end Forward_Flexible;
 

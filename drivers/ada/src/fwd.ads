@@ -40,11 +40,24 @@ package Fwd is
       Dropped : Unsigned_64;
    end record;
 
-   procedure Forward_Restricted (AB, BA : in out Agent; Rewrite : Boolean; M : in out Meter;
-                                 Forwarded : in out Counts) with No_Inline;
-   procedure Forward_Const (AB, BA : in out Agent; Rewrite : Boolean; M : in out Meter;
+   --  Both directions of one RSS queue: RX queue Q of the first port to the second, and back.
+   --  A thread serves a slice of the pairs (--queues, --cores).
+   type Pair_Index is range 0 .. Rss_Queues - 1;
+   type Agent_Pair is record
+      AB, BA : Agent;
+   end record;
+   type Agent_Pairs is array (Pair_Index range <>) of Agent_Pair;
+   type Direction_Pair is record
+      AB, BA : Direction;
+   end record;
+   type Direction_Pairs is array (Pair_Index range <>) of Direction_Pair;
+
+   --  The agents' loops; Last is the agents' output count minus one (the restricted model).
+   procedure Forward_Restricted (Pairs : in out Agent_Pairs; Last : Output_Index; Rewrite : Boolean;
+                                 M : in out Meter; Forwarded : in out Counts) with No_Inline;
+   procedure Forward_Const (Pairs : in out Agent_Pairs; Rewrite : Boolean; M : in out Meter;
                             Forwarded : in out Counts) with No_Inline;
-   procedure Forward_Flexible (AB, BA : in out Direction; Rewrite, Lossless : Boolean;
+   procedure Forward_Flexible (Pairs : in out Direction_Pairs; Rewrite, Lossless : Boolean;
                                M : in out Meter; Forwarded : in out Counts) with No_Inline;
 
    --  Frames a direction dropped, counting those still waiting in its batch, which go back to

@@ -65,6 +65,12 @@ package body Ixgbe.Devices is
    SRRCTL_DROP_EN : constant Unsigned_32 := 2 ** 28;
    RXDCTL_ENABLE : constant Unsigned_32 := 2 ** 25;
    TXDCTL_ENABLE : constant Unsigned_32 := 2 ** 25;
+   RXCSUM : constant Offset := 16#05000#; -- [8.2.3.7.5]
+   RXCSUM_PCSD : constant Unsigned_32 := 2 ** 13;
+   MRQC : constant Offset := 16#05818#; -- [8.2.3.7.12]
+   MRQC_RSS : constant Unsigned_32 := 1;
+   --  Hash IPv4 TCP, IPv4, IPv6, IPv6 TCP, IPv4 UDP and IPv6 UDP.
+   MRQC_FIELDS : constant Unsigned_32 := 2 ** 16 or 2 ** 17 or 2 ** 20 or 2 ** 21 or 2 ** 22 or 2 ** 23;
    DCA_RXCTRL_RELAXED_WRITE : constant Unsigned_32 := 2 ** 12;
    DCA_TXCTRL_RELAXED_WRITE : constant Unsigned_32 := 2 ** 11;
    TDWBAL_HEAD_WB_EN : constant Unsigned_32 := 1;
@@ -78,6 +84,9 @@ package body Ixgbe.Devices is
    function FTQF (N : Offset) return Offset is (16#0E600# + 4 * N);
    function PFVLVF (N : Offset) return Offset is (16#0F100# + 4 * N);
    function MPSAR (N : Offset) return Offset is (16#0A600# + 4 * N);
+   function RETA (N : Offset) return Offset is (16#05C00# + 4 * N); -- [8.2.3.7.14]
+   function RSSRK (N : Offset) return Offset is (16#05C80# + 4 * N); -- [8.2.3.7.15]
+   function RQSMR (N : Offset) return Offset is (16#02300# + 4 * N); -- [8.2.3.8.9]
    --  Queue registers for queues 0-63 [82599 datasheet 8.2.3.8, 8.2.3.9].
    function RDBAL (Q : Queue) return Offset is (16#01000# + 16#40# * Offset (Q));
    function RDBAH (Q : Queue) return Offset is (16#01004# + 16#40# * Offset (Q));
@@ -289,26 +298,72 @@ package body Ixgbe.Devices is
       Clear (D, SECRXCTRL, SECRXCTRL_RX_DIS);
    end Start_Receive;
 
+   --  The RSS key: the datasheet's verification key [7.1.2.8.1], as the Rust and C drivers.
+   type Key_Bytes is array (Offset range 0 .. 39) of Unsigned_8;
+   Rss_Key : constant Key_Bytes :=
+     (16#6d#, 16#5a#, 16#56#, 16#da#, 16#25#, 16#5b#, 16#0e#, 16#c2#, 16#41#, 16#67#, 16#25#, 16#3d#,
+      16#43#, 16#a3#, 16#8f#, 16#b0#, 16#d0#, 16#ca#, 16#2b#, 16#cb#, 16#ae#, 16#7b#, 16#30#, 16#b4#,
+      16#77#, 16#cb#, 16#2d#, 16#a3#, 16#80#, 16#30#, 16#f2#, 16#0c#, 16#6a#, 16#42#, 16#b7#, 16#3b#,
+      16#be#, 16#ac#, 16#01#, 16#fa#);
+
+   procedure Enable_Rss (D : Device; Queues : Rss_Queue_Count) is
+      Word : Unsigned_32;
+   begin
+      --  RSSRK (N) holds key bytes 4N .. 4N + 3, the first in its low byte.
+      for N in Offset range 0 .. 9 loop
+         Word := 0;
+         for K in Offset range 0 .. 3 loop
+            Word := Word or Shift_Left (Unsigned_32 (Rss_Key (4 * N + K)), Natural (8 * K));
+         end loop;
+         Write (D, RSSRK (N), Word);
+      end loop;
+      --  RETA (N) holds entries 4N .. 4N + 3, the first in its low byte.
+      for N in Offset range 0 .. 31 loop
+         Word := 0;
+         for K in Offset range 0 .. 3 loop
+            Word := Word or Shift_Left (Unsigned_32 ((4 * N + K) mod Offset (Queues)), Natural (8 * K));
+         end loop;
+         Write (D, RETA (N), Word);
+      end loop;
+      --  Queue Q counts in QPRC (Q).
+      for N in Offset range 0 .. Rss_Queues / 4 - 1 loop
+         Word := Unsigned_32 (4 * N);
+         Write (D, RQSMR (N), Word or Shift_Left (Word + 1, 8) or Shift_Left (Word + 2, 16)
+                              or Shift_Left (Word + 3, 24));
+      end loop;
+      Set (D, RXCSUM, RXCSUM_PCSD);
+      Write (D, MRQC, MRQC_RSS or MRQC_FIELDS);
+   end Enable_Rss;
+
+   function Free_Rx_Queue (D : Device) return Queue is
+   begin
+      for Q in Queue range 0 .. Rss_Queues - 1 loop
+         if (Read (D, RXDCTL (Q)) and RXDCTL_ENABLE) = 0 then
+            return Q;
+         end if;
+      end loop;
+      Die (D.Address & ": no free RX queue left (RSS spreads over" & Natural'Image (Rss_Queues)
+           & "): use fewer queue pairs");
+   end Free_Rx_Queue;
+
    function Set_Input (D : Device; Ring_Phys : Unsigned_64; Tail : Ring_Index) return Register_Access is
+      Q : constant Queue := Free_Rx_Queue (D);
       Drop_En : Unsigned_32;
    begin
-      if (Read (D, RXDCTL (0)) and RXDCTL_ENABLE) /= 0 then
-         Die (D.Address & ": no free RX queue 0 left: use fewer outputs");
-      end if;
-      Write (D, RDBAH (0), Unsigned_32 (Shift_Right (Ring_Phys, 32)));
-      Write (D, RDBAL (0), Unsigned_32 (Ring_Phys and 16#FFFF_FFFF#));
-      Write (D, RDLEN (0), Ring_Size * 16);
+      Write (D, RDBAH (Q), Unsigned_32 (Shift_Right (Ring_Phys, 32)));
+      Write (D, RDBAL (Q), Unsigned_32 (Ring_Phys and 16#FFFF_FFFF#));
+      Write (D, RDLEN (Q), Ring_Size * 16);
       --  Drop when no descriptor is free, unless flow control makes frames wait instead.
       Drop_En := (if (Read (D, FCRTH0) and FCRTH_FCEN) /= 0 then 0 else SRRCTL_DROP_EN);
-      Write (D, SRRCTL (0), (Read (D, SRRCTL (0)) and not (SRRCTL_BSIZEPACKET_MASK or SRRCTL_DROP_EN))
+      Write (D, SRRCTL (Q), (Read (D, SRRCTL (Q)) and not (SRRCTL_BSIZEPACKET_MASK or SRRCTL_DROP_EN))
                             or Buffer_Bytes / 1024 or Drop_En);
-      Set (D, RXDCTL (0), RXDCTL_ENABLE);
-      Wait (D, RXDCTL (0), RXDCTL_ENABLE, RXDCTL_ENABLE, "RXDCTL.ENABLE");
-      Write (D, RDT (0), Unsigned_32 (Tail));
+      Set (D, RXDCTL (Q), RXDCTL_ENABLE);
+      Wait (D, RXDCTL (Q), RXDCTL_ENABLE, RXDCTL_ENABLE, "RXDCTL.ENABLE");
+      Write (D, RDT (Q), Unsigned_32 (Tail));
       Start_Receive (D);
       --  No relaxed ordering of descriptor write-back [8.2.3.11.1].
-      Clear (D, DCA_RXCTRL (0), DCA_RXCTRL_RELAXED_WRITE);
-      return D.Regs (Index (RDT (0)))'Access;
+      Clear (D, DCA_RXCTRL (Q), DCA_RXCTRL_RELAXED_WRITE);
+      return D.Regs (Index (RDT (Q)))'Access;
    end Set_Input;
 
    function Add_Output (D : Device; Ring_Phys, Head_Phys : Unsigned_64) return Register_Access is

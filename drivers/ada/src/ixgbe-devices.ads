@@ -33,7 +33,18 @@ package Ixgbe.Devices is
    --  second per queue, without dying): call it before the rings' and buffers' memory goes.
    procedure Stop_Queues (D : Device);
 
-   --  RX queue 0 on the ring at Ring_Phys, with RDT = Tail; returns RDT.
+   --  RSS spreads flows over at most this many RX queues [82599 datasheet 7.1.2.8].
+   Rss_Queues : constant := 16;
+   subtype Rss_Queue_Count is Positive range 1 .. Rss_Queues;
+
+   --  Receive-side scaling over RX queues 0 .. Queues - 1 [7.1.2.8]: the datasheet's
+   --  verification key, redirection table entry I naming queue I mod Queues, queue Q counted in
+   --  QPRC (Q), the hash reported in the write-back, over IPv4 and IPv6 with TCP and UDP ports.
+   --  Call it before the queues are set up.
+   procedure Enable_Rss (D : Device; Queues : Rss_Queue_Count);
+
+   --  The first disabled RX queue of the RSS range (queue 0 first) on the ring at Ring_Phys,
+   --  with RDT = Tail; returns RDT.
    function Set_Input (D : Device; Ring_Phys : Unsigned_64; Tail : Ring_Index) return Register_Access;
 
    --  The first disabled TX queue on the ring at Ring_Phys, writing its head back to Head_Phys;
