@@ -48,8 +48,6 @@ pub struct RxRun {
     max_len: usize,
     own_key: u64,
     promiscuous_unicast: bool,
-    /// The pieces of memory the last packet buffers were in.
-    buffers: Windows,
     /// Descriptors in [`RunRecords::descriptors`]: `fetched` of them, the first `used` taken.
     fetched: usize,
     used: usize,
@@ -78,9 +76,30 @@ pub struct RunRecords {
     pending_lens: [u16; RX_WRITE_BACK_CHUNK as usize],
     /// Their advanced write-backs' first qwords (RSS type, packet type and hash; 0 without RSS).
     pending_info: [u64; RX_WRITE_BACK_CHUNK as usize],
+    /// What the last run fetched and did not take, for the next run of the queue.
+    kept: Option<Kept>,
+}
+
+/// Descriptors a run fetched and did not take: the device keeps the descriptors it fetched
+/// too [DS 7.1.3.3], and the driver may not touch them once given [DS 7.1.9]. The next run
+/// of the queue takes them if the queue's head is still where this run ended, in the same
+/// ring; enabling the queue again and the slow path taking a descriptor forget them
+/// ([`RunRecords::forget_fetched`]).
+#[derive(Debug, Clone, Copy)]
+struct Kept {
+    head: u32,
+    ring: Ring,
+    fetched: usize,
+    used: usize,
 }
 
 impl RunRecords {
+    /// Drops the descriptors a run fetched and did not take (see [`Kept`]).
+    #[inline(always)]
+    pub(super) fn forget_fetched(&mut self) {
+        self.kept = None;
+    }
+
     /// The buffer address in fetched descriptor `k`.
     #[inline(always)]
     fn buffer_address(&self, k: usize) -> u64 {
@@ -95,6 +114,7 @@ impl Default for RunRecords {
             descriptors: [[0; 16]; RX_FETCH],
             pending_lens: [0; RX_WRITE_BACK_CHUNK as usize],
             pending_info: [0; RX_WRITE_BACK_CHUNK as usize],
+            kept: None,
         }
     }
 }
@@ -103,8 +123,16 @@ impl RxRun {
     /// Writes `frame` into the ring, or drops it for want of a descriptor (SRRCTL.DROP_EN);
     /// `false` (and nothing done) if the fast path does not cover it.
     #[inline(always)]
-    fn push(&mut self, dma: &impl DmaSpace, bar: &MappedRegion, rec: &mut RunRecords, frame: &[u8], info: u64) -> bool {
-        self.push_with(dma, bar, rec, frame, info, |_, _| {})
+    fn push(
+        &mut self,
+        dma: &impl DmaSpace,
+        bar: &MappedRegion,
+        rec: &mut RunRecords,
+        buffers: &mut Windows,
+        frame: &[u8],
+        info: u64,
+    ) -> bool {
+        self.push_with(dma, bar, rec, buffers, frame, info, |_, _| {})
     }
 
     /// [`Self::push`] for a generated frame given as its template and the sequence fields
@@ -115,16 +143,17 @@ impl RxRun {
         dma: &impl DmaSpace,
         bar: &MappedRegion,
         rec: &mut RunRecords,
+        buffers: &mut Windows,
         due: &DueFrame,
         info: u64,
     ) -> bool {
         let (at, seq, timestamp) = due.sequence_fields();
         match due.flow_fields() {
-            None => self.push_with(dma, bar, rec, due.template(), info, |region, offset| {
+            None => self.push_with(dma, bar, rec, buffers, due.template(), info, |region, offset| {
                 region.write_u64(offset + at, seq);
                 region.write_u64(offset + at + 8, timestamp);
             }),
-            Some(f) => self.push_with(dma, bar, rec, due.template(), info, |region, offset| {
+            Some(f) => self.push_with(dma, bar, rec, buffers, due.template(), info, |region, offset| {
                 // Big-endian in the frame: the little-endian stores of the swapped values.
                 region.write_u16(offset + FlowFields::CHECKSUM_AT, f.checksum.swap_bytes());
                 region.write_u32(offset + FlowFields::SRC_IP_AT, f.src_ip.swap_bytes());
@@ -146,6 +175,7 @@ impl RxRun {
         dma: &impl DmaSpace,
         bar: &MappedRegion,
         rec: &mut RunRecords,
+        buffers: &mut Windows,
         burst: &GeneratedBurst,
         info: u64,
     ) -> usize {
@@ -184,7 +214,7 @@ impl RxRun {
             while done < n {
                 let buf = rec.buffer_address(self.used + done);
                 // Unknown so far: the general path looks for new memory or reports the fault.
-                let Some((region, offset)) = self.buffers.find(dma, buf, len) else { break };
+                let Some((region, offset)) = buffers.find(dma, buf, len) else { break };
                 let Some(span) = dma.region(region).span::<MIN_FRAME>(offset, len) else { break };
                 let (seq, timestamp, _) = burst.fields(k + done);
                 span.write_from(frame);
@@ -234,12 +264,15 @@ impl RxRun {
 
     /// [`Self::push`], with `finish(region, offset)` called after `frame` is copied to
     /// `offset` in `region` and before its descriptor is written back.
+    // The run's parts are split borrows of the port and its runs: one argument each.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn push_with(
         &mut self,
         dma: &impl DmaSpace,
         bar: &MappedRegion,
         rec: &mut RunRecords,
+        buffers: &mut Windows,
         frame: &[u8],
         info: u64,
         finish: impl FnOnce(&MappedRegion, usize),
@@ -266,7 +299,7 @@ impl RxRun {
         }
         let buf = rec.buffer_address(self.used);
         // Unknown so far: the slow path looks for new memory or reports the fault.
-        let Some((region, offset)) = self.buffers.find(dma, buf, len) else { return false };
+        let Some((region, offset)) = buffers.find(dma, buf, len) else { return false };
         let region = dma.region(region);
         region.write_bytes(offset, frame);
         finish(region, offset);
@@ -332,16 +365,20 @@ impl RxRun {
 
 /// The runs of one engine iteration on a port: one per queue that frames went to, begun at
 /// the first frame for it ([`Port::rx_run_begin`]). Without RSS that is queue 0 alone; with
-/// it, a frame's queue comes from its hash, and the runs of other queues stay open, so the
-/// cost of a frame does not grow with the number of queues.
+/// it, a frame's queue comes from its hash, and the runs of other queues stay open.
 pub struct RxRuns {
     runs: [Option<RxRun>; RSS_QUEUES],
+    /// The queues whose run is open: bit q for queue q.
+    open: u32,
+    /// The pieces of memory the last packet buffers were in, whichever queue they were for:
+    /// a driver's pools are few pieces, so the runs share one set.
+    buffers: Windows,
 }
 
 impl RxRuns {
     /// Whether a run is open on any queue.
     pub fn any_open(&self) -> bool {
-        self.runs.iter().any(Option::is_some)
+        self.open != 0
     }
 }
 
@@ -351,10 +388,10 @@ impl Port {
     /// [`Self::rx_run_end`].
     #[inline(always)]
     pub fn rx_run_begin(&mut self, dma: &mut impl DmaSpace) -> RxRuns {
-        let mut runs = RxRuns { runs: Default::default() };
+        let mut runs = RxRuns { runs: Default::default(), open: 0, buffers: self.rx_windows.get(dma) };
         if !self.rss.enabled() {
             // Every frame goes to queue 0: its run starts now, as the only one.
-            runs.runs[super::DEFAULT_RX_QUEUE as usize] = self.rx_run_begin_queue(dma, super::DEFAULT_RX_QUEUE);
+            self.rx_run_begin_queue(dma, &mut runs, super::DEFAULT_RX_QUEUE);
         }
         runs
     }
@@ -363,9 +400,9 @@ impl Port {
     /// the state it covers: receiving, CRC stripped, the queue enabled with its ring in one
     /// piece of driver memory, nothing held in the packet buffer.
     #[inline(never)]
-    fn rx_run_begin_queue(&mut self, dma: &mut impl DmaSpace, queue: u32) -> Option<RxRun> {
+    fn rx_run_begin_queue(&mut self, dma: &mut impl DmaSpace, runs: &mut RxRuns, queue: u32) {
         if self.virtio.is_some() {
-            return None;
+            return;
         }
         let cfg = self.paths;
         let q = &self.rx[queue as usize];
@@ -377,11 +414,16 @@ impl Port {
             && self.fifo.is_empty()
             && !self.stalled)
         {
-            return None;
+            return;
         }
-        let ring = self.rx_ring(dma, queue)?;
+        let Some(ring) = self.rx_ring(dma, queue) else { return };
         let q = &self.rx[queue as usize];
-        Some(RxRun {
+        let (fetched, used) = match self.rx_records[queue as usize].kept.take() {
+            Some(k) if k.head == q.head && k.ring == ring => (k.fetched, k.used),
+            _ => (0, 0),
+        };
+        runs.open |= 1 << queue;
+        runs.runs[queue as usize] = Some(RxRun {
             queue,
             ring,
             head: q.head,
@@ -394,26 +436,27 @@ impl Port {
             // bits, so u64::MAX matches nothing.
             own_key: self.rar.first().copied().unwrap_or(u64::MAX),
             promiscuous_unicast: cfg.fctrl & FCTRL_UPE != 0,
-            buffers: self.rx_windows.get(dma),
-            fetched: 0,
-            used: 0,
+            fetched,
+            used,
             written_back_to: q.head,
             written: 0,
             written_bytes: 0,
             no_descriptor: 0,
             no_descriptor_bytes: 0,
-        })
+        });
     }
 
-    /// The run of the queue `c` names, begun if it is not yet; `None` if the fast path does
-    /// not cover that queue now.
+    /// Whether the run of the queue `c` names is open, begun now if it was not; `false` if
+    /// the fast path does not cover that queue now.
     #[inline(always)]
-    fn run_of<'r>(&mut self, dma: &mut impl DmaSpace, runs: &'r mut RxRuns, c: Classified) -> Option<&'r mut RxRun> {
-        let slot = runs.runs.get_mut(c.queue as usize)?;
-        if slot.is_none() {
-            *slot = self.rx_run_begin_queue(dma, c.queue);
+    fn run_open(&mut self, dma: &mut impl DmaSpace, runs: &mut RxRuns, c: Classified) -> bool {
+        if c.queue as usize >= RSS_QUEUES {
+            return false;
         }
-        slot.as_mut()
+        if runs.open & 1 << c.queue == 0 {
+            self.rx_run_begin_queue(dma, runs, c.queue);
+        }
+        runs.open & 1 << c.queue != 0
     }
 
     /// One frame from the wire during the runs: on the fast path if it takes it, otherwise
@@ -421,9 +464,12 @@ impl Port {
     #[inline(always)]
     pub fn rx_run_frame(&mut self, dma: &mut impl DmaSpace, runs: &mut RxRuns, frame: &[u8]) {
         let c = self.rx_queue_for(frame);
-        if let Some(r) = self.run_of(dma, runs, c) {
-            if r.push(&*dma, &self.bar, &mut self.rx_records[c.queue as usize], frame, c.info) {
-                return;
+        if self.run_open(dma, runs, c) {
+            let RxRuns { runs: open, buffers, .. } = runs;
+            if let Some(r) = open[c.queue as usize].as_mut() {
+                if r.push(&*dma, &self.bar, &mut self.rx_records[c.queue as usize], buffers, frame, c.info) {
+                    return;
+                }
             }
         }
         self.rx_run_slow(dma, runs, frame);
@@ -437,9 +483,12 @@ impl Port {
     #[inline(always)]
     pub fn rx_run_generated(&mut self, dma: &mut impl DmaSpace, runs: &mut RxRuns, due: &mut DueFrame) {
         let c = if self.rss.enabled() { self.rss.classify(&due.header()) } else { Classified::default() };
-        if let Some(r) = self.run_of(dma, runs, c) {
-            if r.push_generated(&*dma, &self.bar, &mut self.rx_records[c.queue as usize], due, c.info) {
-                return;
+        if self.run_open(dma, runs, c) {
+            let RxRuns { runs: open, buffers, .. } = runs;
+            if let Some(r) = open[c.queue as usize].as_mut() {
+                if r.push_generated(&*dma, &self.bar, &mut self.rx_records[c.queue as usize], buffers, due, c.info) {
+                    return;
+                }
             }
         }
         self.rx_run_slow(dma, runs, due.frame());
@@ -461,8 +510,12 @@ impl Port {
         generator.deliver_burst(now_ps, wire, max, |burst| {
             // One flow: one queue for the whole burst.
             let c = self.rx_queue_for(burst.frame);
-            let Some(r) = self.run_of(dma, runs, c) else { return 0 };
-            r.push_burst(&*dma, &self.bar, &mut self.rx_records[c.queue as usize], burst, c.info)
+            if !self.run_open(dma, runs, c) {
+                return 0;
+            }
+            let RxRuns { runs: open, buffers, .. } = &mut *runs;
+            let Some(r) = open[c.queue as usize].as_mut() else { return 0 };
+            r.push_burst(&*dma, &self.bar, &mut self.rx_records[c.queue as usize], buffers, burst, c.info)
         })
     }
 
@@ -477,18 +530,25 @@ impl Port {
     /// Ends the runs: each queue's head and the statistics take what its run did.
     #[inline]
     pub fn rx_run_end(&mut self, dma: &impl DmaSpace, runs: &mut RxRuns) {
-        for slot in runs.runs.iter_mut() {
-            if let Some(mut r) = slot.take() {
-                self.end_run(dma, &mut r);
+        while runs.open != 0 {
+            let q = runs.open.trailing_zeros();
+            runs.open &= runs.open - 1;
+            // Ended in its slot: moving a run out would copy it.
+            if let Some(r) = runs.runs[q as usize].as_mut() {
+                self.end_run(dma, r);
             }
+            runs.runs[q as usize] = None;
         }
+        self.rx_windows.keep(runs.buffers, dma);
     }
 
     #[inline]
     fn end_run(&mut self, dma: &impl DmaSpace, r: &mut RxRun) {
-        r.write_back(dma, &self.rx_records[r.queue as usize]);
+        let rec = &mut self.rx_records[r.queue as usize];
+        r.write_back(dma, rec);
+        rec.kept =
+            (r.used < r.fetched).then_some(Kept { head: r.head, ring: r.ring, fetched: r.fetched, used: r.used });
         let r = &*r;
-        self.rx_windows.keep(r.buffers, dma);
         let c = &mut self.counters;
         let q = &mut self.rx[r.queue as usize];
         // RDH itself is published once per engine iteration; the run may have seen a newer RDT.
