@@ -180,12 +180,12 @@ VFIO_ROUNDS ?= 3
 bench-vfio: setup build
 	target/release/safenic bench-vfio --callgrind-seconds $(VFIO_SECONDS) --rounds $(VFIO_ROUNDS) --splice docs/results.md
 
-# Every driver with several queue pairs (Rust, C clang, C gcc) in every model on 1, 2, 4 and 16
+# Every driver with several queue pairs (Rust, C clang, C gcc, Ada) in every model on 1, 2, 4 and 16
 # queue pairs of one core, RSS spreading 1024 flows: instructions and estimated cycles per packet
 # under callgrind, how evenly flows spread, and one against two cores' forwarding rate on this
 # host. Writes its tables into docs/results.md (docs/queues.md).
 QUEUES_SECONDS ?= 3
-QUEUES_ROUNDS ?= 1
+QUEUES_ROUNDS ?= 3
 bench-queues: setup build
 	target/release/safenic bench-queues --callgrind-seconds $(QUEUES_SECONDS) --rounds $(QUEUES_ROUNDS) --splice docs/results.md
 

@@ -119,41 +119,35 @@ impl Default for RunRecords {
     }
 }
 
+/// What a run writes a frame through besides its own state: the DMA space, the port's
+/// registers (for a newer tail), the queue's [`RunRecords`] and the runs' windows (split
+/// borrows of the port and its [`RxRuns`]).
+struct RunPlaces<'p, D> {
+    dma: &'p D,
+    bar: &'p MappedRegion,
+    rec: &'p mut RunRecords,
+    buffers: &'p mut Windows,
+}
+
 impl RxRun {
     /// Writes `frame` into the ring, or drops it for want of a descriptor (SRRCTL.DROP_EN);
     /// `false` (and nothing done) if the fast path does not cover it.
     #[inline(always)]
-    fn push(
-        &mut self,
-        dma: &impl DmaSpace,
-        bar: &MappedRegion,
-        rec: &mut RunRecords,
-        buffers: &mut Windows,
-        frame: &[u8],
-        info: u64,
-    ) -> bool {
-        self.push_with(dma, bar, rec, buffers, frame, info, |_, _| {})
+    fn push(&mut self, to: RunPlaces<'_, impl DmaSpace>, frame: &[u8], info: u64) -> bool {
+        self.push_with(to, frame, info, |_, _| {})
     }
 
     /// [`Self::push`] for a generated frame given as its template and the sequence fields
     /// still to be written into it (see [`DueFrame`]).
     #[inline(always)]
-    fn push_generated(
-        &mut self,
-        dma: &impl DmaSpace,
-        bar: &MappedRegion,
-        rec: &mut RunRecords,
-        buffers: &mut Windows,
-        due: &DueFrame,
-        info: u64,
-    ) -> bool {
+    fn push_generated(&mut self, to: RunPlaces<'_, impl DmaSpace>, due: &DueFrame, info: u64) -> bool {
         let (at, seq, timestamp) = due.sequence_fields();
         match due.flow_fields() {
-            None => self.push_with(dma, bar, rec, buffers, due.template(), info, |region, offset| {
+            None => self.push_with(to, due.template(), info, |region, offset| {
                 region.write_u64(offset + at, seq);
                 region.write_u64(offset + at + 8, timestamp);
             }),
-            Some(f) => self.push_with(dma, bar, rec, buffers, due.template(), info, |region, offset| {
+            Some(f) => self.push_with(to, due.template(), info, |region, offset| {
                 // Big-endian in the frame: the little-endian stores of the swapped values.
                 region.write_u16(offset + FlowFields::CHECKSUM_AT, f.checksum.swap_bytes());
                 region.write_u32(offset + FlowFields::SRC_IP_AT, f.src_ip.swap_bytes());
@@ -170,15 +164,8 @@ impl RxRun {
     /// passes the rest to the general path. The frame is checked once for the whole burst,
     /// and each buffer with one bounds check for the copy and both fields.
     #[inline(always)]
-    fn push_burst(
-        &mut self,
-        dma: &impl DmaSpace,
-        bar: &MappedRegion,
-        rec: &mut RunRecords,
-        buffers: &mut Windows,
-        burst: &GeneratedBurst,
-        info: u64,
-    ) -> usize {
+    fn push_burst(&mut self, to: RunPlaces<'_, impl DmaSpace>, burst: &GeneratedBurst, info: u64) -> usize {
+        let RunPlaces { dma, bar, rec, buffers } = to;
         let frame = burst.frame;
         let len = frame.len();
         // The frames differ only in their payload: one check for all.
@@ -264,19 +251,15 @@ impl RxRun {
 
     /// [`Self::push`], with `finish(region, offset)` called after `frame` is copied to
     /// `offset` in `region` and before its descriptor is written back.
-    // The run's parts are split borrows of the port and its runs: one argument each.
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn push_with(
         &mut self,
-        dma: &impl DmaSpace,
-        bar: &MappedRegion,
-        rec: &mut RunRecords,
-        buffers: &mut Windows,
+        to: RunPlaces<'_, impl DmaSpace>,
         frame: &[u8],
         info: u64,
         finish: impl FnOnce(&MappedRegion, usize),
     ) -> bool {
+        let RunPlaces { dma, bar, rec, buffers } = to;
         if !self.takes(frame) {
             return false;
         }
@@ -467,7 +450,8 @@ impl Port {
         if self.run_open(dma, runs, c) {
             let RxRuns { runs: open, buffers, .. } = runs;
             if let Some(r) = open[c.queue as usize].as_mut() {
-                if r.push(&*dma, &self.bar, &mut self.rx_records[c.queue as usize], buffers, frame, c.info) {
+                let to = RunPlaces { dma: &*dma, bar: &self.bar, rec: &mut self.rx_records[c.queue as usize], buffers };
+                if r.push(to, frame, c.info) {
                     return;
                 }
             }
@@ -486,7 +470,8 @@ impl Port {
         if self.run_open(dma, runs, c) {
             let RxRuns { runs: open, buffers, .. } = runs;
             if let Some(r) = open[c.queue as usize].as_mut() {
-                if r.push_generated(&*dma, &self.bar, &mut self.rx_records[c.queue as usize], buffers, due, c.info) {
+                let to = RunPlaces { dma: &*dma, bar: &self.bar, rec: &mut self.rx_records[c.queue as usize], buffers };
+                if r.push_generated(to, due, c.info) {
                     return;
                 }
             }
@@ -515,7 +500,8 @@ impl Port {
             }
             let RxRuns { runs: open, buffers, .. } = &mut *runs;
             let Some(r) = open[c.queue as usize].as_mut() else { return 0 };
-            r.push_burst(&*dma, &self.bar, &mut self.rx_records[c.queue as usize], buffers, burst, c.info)
+            let to = RunPlaces { dma: &*dma, bar: &self.bar, rec: &mut self.rx_records[c.queue as usize], buffers };
+            r.push_burst(to, burst, c.info)
         })
     }
 
