@@ -504,10 +504,6 @@ impl Port {
 
     /// RXDCTL.ENABLE set: the queue takes its ring from the registers [DS 4.6.7.1].
     fn enable_rx(&mut self, q: u32) {
-        // A new ring, or the old one rewritten: nothing fetched before counts.
-        if let Some(rec) = self.rx_records.get_mut(q as usize) {
-            rec.forget_fetched();
-        }
         let (base, size) = self.ring_geometry(Direction::Rx, q);
         let (head, tail) = (self.latest(rdh(q)), self.latest(rdt(q)));
         let rq = &mut self.rx[q as usize];

@@ -223,10 +223,6 @@ impl Port {
     /// qword of an advanced write-back (RSS type, packet type, RSS hash).
     #[inline]
     fn write_rx(&mut self, dma: &mut impl DmaSpace, qi: u32, frame: &[u8], strip: bool, info: u64) -> RxWrite {
-        // The fast path's fetched descriptors may be the ones taken here.
-        if let Some(rec) = self.rx_records.get_mut(qi as usize) {
-            rec.forget_fetched();
-        }
         let q = &self.rx[qi as usize];
         if !(strip && frame.len() <= q.buf_size) {
             return self.write_rx_chained(dma, qi, frame, strip, info);

@@ -76,30 +76,9 @@ pub struct RunRecords {
     pending_lens: [u16; RX_WRITE_BACK_CHUNK as usize],
     /// Their advanced write-backs' first qwords (RSS type, packet type and hash; 0 without RSS).
     pending_info: [u64; RX_WRITE_BACK_CHUNK as usize],
-    /// What the last run fetched and did not take, for the next run of the queue.
-    kept: Option<Kept>,
-}
-
-/// Descriptors a run fetched and did not take: the device keeps the descriptors it fetched
-/// too [DS 7.1.3.3], and the driver may not touch them once given [DS 7.1.9]. The next run
-/// of the queue takes them if the queue's head is still where this run ended, in the same
-/// ring; enabling the queue again and the slow path taking a descriptor forget them
-/// ([`RunRecords::forget_fetched`]).
-#[derive(Debug, Clone, Copy)]
-struct Kept {
-    head: u32,
-    ring: Ring,
-    fetched: usize,
-    used: usize,
 }
 
 impl RunRecords {
-    /// Drops the descriptors a run fetched and did not take (see [`Kept`]).
-    #[inline(always)]
-    pub(super) fn forget_fetched(&mut self) {
-        self.kept = None;
-    }
-
     /// The buffer address in fetched descriptor `k`.
     #[inline(always)]
     fn buffer_address(&self, k: usize) -> u64 {
@@ -114,7 +93,6 @@ impl Default for RunRecords {
             descriptors: [[0; 16]; RX_FETCH],
             pending_lens: [0; RX_WRITE_BACK_CHUNK as usize],
             pending_info: [0; RX_WRITE_BACK_CHUNK as usize],
-            kept: None,
         }
     }
 }
@@ -401,10 +379,6 @@ impl Port {
         }
         let Some(ring) = self.rx_ring(dma, queue) else { return };
         let q = &self.rx[queue as usize];
-        let (fetched, used) = match self.rx_records[queue as usize].kept.take() {
-            Some(k) if k.head == q.head && k.ring == ring => (k.fetched, k.used),
-            _ => (0, 0),
-        };
         runs.open |= 1 << queue;
         runs.runs[queue as usize] = Some(RxRun {
             queue,
@@ -419,8 +393,8 @@ impl Port {
             // bits, so u64::MAX matches nothing.
             own_key: self.rar.first().copied().unwrap_or(u64::MAX),
             promiscuous_unicast: cfg.fctrl & FCTRL_UPE != 0,
-            fetched,
-            used,
+            fetched: 0,
+            used: 0,
             written_back_to: q.head,
             written: 0,
             written_bytes: 0,
@@ -530,10 +504,7 @@ impl Port {
 
     #[inline]
     fn end_run(&mut self, dma: &impl DmaSpace, r: &mut RxRun) {
-        let rec = &mut self.rx_records[r.queue as usize];
-        r.write_back(dma, rec);
-        rec.kept =
-            (r.used < r.fetched).then_some(Kept { head: r.head, ring: r.ring, fetched: r.fetched, used: r.used });
+        r.write_back(dma, &self.rx_records[r.queue as usize]);
         let r = &*r;
         let c = &mut self.counters;
         let q = &mut self.rx[r.queue as usize];
