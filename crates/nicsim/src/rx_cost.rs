@@ -2,7 +2,8 @@
 //! 1 to 16 queues, in one process and without a driver, so that callgrind can count it
 //! (`safenic bench-queues` does: `deliver` is what it counts). One port, its generator at line
 //! rate with 1024 flows, every queue's ring given back after each engine iteration, as a
-//! driver that keeps up would.
+//! driver that keeps up would. Each iteration takes what the engine's would when it is behind
+//! line rate: one [`crate::port::QUEUE_BURST`] per queue.
 
 use crate::dma::FlatDmaSpace;
 use crate::pciconfig::{PciConfig, CONFIG_LEN};
@@ -14,9 +15,8 @@ use platform::MappedRegion;
 /// Descriptors per ring, and where the flat DMA memory starts.
 const RING: u32 = 512;
 const DMA_BASE: u64 = 0x4000_0000;
-/// Frames an engine iteration takes at most (as the engine's generator burst).
-const BURST: usize = 32;
-/// Engine time per iteration: about 30 minimum-size frames at 10 Gb/s.
+/// Engine time per iteration and queue: about 30 minimum-size frames at 10 Gb/s, as for an
+/// engine behind line rate, whose iteration lasts about as long as its frames take.
 const STEP_PS: u64 = 2_000_000;
 /// The generator's flows: 2^10, which the hash spreads exactly evenly over 2^k queues.
 pub const FLOWS: u32 = 1024;
@@ -75,11 +75,13 @@ fn port_with_queues(queues: u32, rss: bool) -> Result<(Port, FlatDmaSpace), Stri
 /// One engine iteration's receive work: what callgrind counts.
 #[inline(never)]
 pub fn deliver(port: &mut Port, dma: &mut FlatDmaSpace, g: &mut Generator, wire: &mut WireClock, now_ps: u64) {
-    let allowed = g.allowance(now_ps, BURST);
+    let allowed = g.allowance(now_ps, port.rx_iteration_cap(g));
     let mut runs: RxRuns = port.rx_run_begin(dma);
     for _ in 0..allowed {
         let Some(mut due) = g.next_due(now_ps, wire) else { break };
-        port.rx_run_generated(dma, &mut runs, &mut due);
+        if port.rx_run_generated(dma, &mut runs, &mut due) {
+            break;
+        }
     }
     port.rx_run_end(dma, &mut runs);
 }
@@ -108,7 +110,7 @@ pub fn run(queues: u32, rss: bool, frames: u64) -> Result<(u64, Vec<u64>), Strin
     let mut wire = WireClock::new(10.0);
     let mut now = 0;
     while g.active() {
-        now += STEP_PS;
+        now += STEP_PS * u64::from(queues);
         deliver(&mut port, &mut dma, &mut g, &mut wire, now);
         give_back(&mut port, queues);
     }
@@ -119,6 +121,7 @@ pub fn run(queues: u32, rss: bool, frames: u64) -> Result<(u64, Vec<u64>), Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::port::QUEUE_BURST;
 
     #[test]
     fn every_frame_reaches_a_ring_and_rss_spreads_them() {
@@ -128,5 +131,32 @@ mod tests {
         assert_eq!(got, 4096);
         // 2^10 flows spread exactly evenly over 2^k queues (the hash is linear).
         assert_eq!(per, vec![1024; 4]);
+    }
+
+    /// A port with two queues whose RETA sends one hash in 128 to queue 1, a generator of
+    /// 1024 flows, and one iteration with far more frames due than it may take.
+    fn skewed() -> (Port, FlatDmaSpace, Generator, WireClock) {
+        let (mut port, dma) = port_with_queues(2, true).unwrap();
+        for n in 0..32 {
+            port.write_register_now(reta(n), u32::from(n == 0)).unwrap();
+        }
+        let mut g = Generator::new(0);
+        g.start(TrafficSpec { flows: FLOWS, count: Some(10_000), ..TrafficSpec::default() }, port.mac(), 10.0, 0);
+        (port, dma, g, WireClock::new(10.0))
+    }
+
+    #[test]
+    fn an_iteration_takes_one_share_per_queue_and_no_more_into_any_queue() {
+        let (mut port, mut dma, mut g, mut wire) = skewed();
+        assert_eq!(port.rx_iteration_cap(&g), 2 * QUEUE_BURST);
+        // 20 µs of line rate are due: about 300 frames.
+        deliver(&mut port, &mut dma, &mut g, &mut wire, 20_000_000);
+        let per = [port.counters.qprc[0], port.counters.qprc[1]];
+        // Queue 0 gets nearly every frame: the iteration ends at its share.
+        assert_eq!(per[0], QUEUE_BURST as u64, "{per:?}");
+        assert!(per[1] < QUEUE_BURST as u64, "{per:?}");
+        // One flow keeps to one queue: one share.
+        g.start(TrafficSpec { flows: 1, count: Some(10_000), ..TrafficSpec::default() }, port.mac(), 10.0, 0);
+        assert_eq!(port.rx_iteration_cap(&g), QUEUE_BURST);
     }
 }

@@ -12,7 +12,7 @@ use crate::dma::{DmaSpace, Domain};
 use crate::flow_control::Pause;
 use crate::histogram::LatencyHistogram;
 use crate::lint::LintWarning;
-use crate::port::{HostileWrite, Port, TxBatch};
+use crate::port::{HostileWrite, Port, TxBatch, QUEUE_BURST};
 use crate::shared_log::SharedLog;
 use crate::wire::{Captured, Generator, PcapWriter, Sink, WireClock};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,10 +38,8 @@ const LATE_DOORBELLS_KEPT: usize = 256;
 /// so that the many short late intervals do not push it out; at most this many.
 const ENGINE_STALL_NS: u64 = 20_000;
 const ENGINE_STALLS_KEPT: usize = 1024;
-/// Frames each generator may deliver per iteration: few enough that the doorbells are looked
-/// at again before a driver can work through a quarter of a 256-descriptor ring, at a cost to
-/// throughput (docs/nicsim.md, "Doorbell intervals").
-const GEN_BURST: usize = 32;
+/// Frames a tap delivers per iteration: as many as a generator delivers into one queue.
+const TAP_BURST: usize = QUEUE_BURST;
 
 /// A request with the channel its answer goes to. The asking thread polls that channel:
 /// waking a thread that sleeps on it cost the engine 13–34 µs on the development host.
@@ -89,9 +87,10 @@ pub struct Engine<D: DmaSpace> {
     /// Late doorbell intervals since start: how many, and the latest as (start, end) in ns.
     late_count: u64,
     late_recent: SharedLog<(u64, u64)>,
-    /// The late intervals of [`ENGINE_STALL_NS`] or more without the slow path's time.
+    /// The late intervals of [`ENGINE_STALL_NS`] or more without nicsim's own work.
     engine_stalls: SharedLog<(u64, u64)>,
-    /// The slow path's time since the last look at the doorbells.
+    /// nicsim's own work since the last look at the doorbells: slow-path passes, and the
+    /// iteration itself when it delivered more than one queue's share of frames.
     own_work_ps: u64,
     /// The slow path's time per pass while queues run, in ns: time in which the device does
     /// nothing, as the host's preemptions are.
@@ -172,8 +171,8 @@ impl<D: DmaSpace> Engine<D> {
             if gap_ns > LATE_DOORBELL_NS {
                 self.note_late_doorbell(self.last_doorbell_ps / 1000, now_ps / 1000);
             }
-            self.own_work_ps = 0;
         }
+        self.own_work_ps = 0;
         self.last_doorbell_ps = now_ps;
         let Engine { ports, wires, dma, batch, .. } = self;
         let mut rescanned = false;
@@ -240,6 +239,9 @@ impl<D: DmaSpace> Engine<D> {
             }
             port.rx_run_end(dma, &mut run);
         }
+        // More than one queue's share of frames (RSS) makes a long iteration: its time is
+        // nicsim's own work, not the host holding the core, as for a slow-path pass.
+        let mut long_delivery = false;
         for i in 0..ports.len() {
             let dma = &mut Domain::new(dma, i);
             ports[i].drain_fifo(dma);
@@ -258,10 +260,11 @@ impl<D: DmaSpace> Engine<D> {
                 let pcap = w.pcap.as_mut().filter(|p| p.direction != Captured::Tx);
                 receive_from_tap(&mut ports[i], dma, tap, &mut w.rx_clock, pcap, now_ps);
             }
-            let allowed = w.generator.allowance(now_ps, GEN_BURST);
+            let allowed = w.generator.allowance(now_ps, ports[i].rx_iteration_cap(&w.generator));
             if allowed == 0 {
                 continue;
             }
+            long_delivery |= allowed > QUEUE_BURST;
             let port = &mut ports[i];
             let mut pcap = w.pcap.as_mut().filter(|p| p.direction != Captured::Tx);
             if w.chaos.wire.is_some() {
@@ -290,7 +293,9 @@ impl<D: DmaSpace> Engine<D> {
                     let end_ps = due.end_ps;
                     let _ = p.record(due.frame(), end_ps);
                 }
-                port.rx_run_generated(dma, &mut run, &mut due);
+                if port.rx_run_generated(dma, &mut run, &mut due) {
+                    break;
+                }
                 // Frames wait in the packet buffer only when the ring is full; the XOFF goes
                 // out as the buffer reaches its high water mark, not an iteration later.
                 let buffered = port.packet_buffer_bytes();
@@ -309,6 +314,9 @@ impl<D: DmaSpace> Engine<D> {
         for p in ports.iter_mut() {
             p.publish_rx_head();
             p.watch_rx_tails(now_ps);
+        }
+        if long_delivery {
+            self.own_work_ps = self.now_ps().saturating_sub(now_ps);
         }
     }
 
@@ -395,7 +403,7 @@ impl<D: DmaSpace> Engine<D> {
                 // The iteration starts after the slow path, whose time the next doorbell
                 // interval holds: nicsim's own, not the host's.
                 let after = self.now_ps();
-                self.own_work_ps = after.saturating_sub(now);
+                self.own_work_ps += after.saturating_sub(now);
                 self.next_scan_ps = now + SCAN_PERIOD_PS;
                 if self.last_doorbell_ps != 0 {
                     self.note_slow_pass(now / 1000, after / 1000);
@@ -669,7 +677,7 @@ fn deliver_through_faults<D: DmaSpace>(
     xoff
 }
 
-/// Delivers what the kernel sent on `tap` to `port`, at most [`GEN_BURST`] frames and no faster
+/// Delivers what the kernel sent on `tap` to `port`, at most [`TAP_BURST`] frames and no faster
 /// than line rate, each padded to the 60 bytes a frame has on the wire (the kernel's ARP frames
 /// have 42). Frames wait in the kernel while the wire is busy.
 fn receive_from_tap<D: DmaSpace>(
@@ -681,7 +689,7 @@ fn receive_from_tap<D: DmaSpace>(
     now_ps: u64,
 ) {
     let mut frame = [0u8; 1522];
-    for _ in 0..GEN_BURST {
+    for _ in 0..TAP_BURST {
         if !clock.ready(now_ps) {
             return;
         }

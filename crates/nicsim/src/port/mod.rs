@@ -35,7 +35,7 @@ pub use hostile::HostileWrite;
 pub use link::{Link, DEFAULT_LINK_UP, EICR_LSC};
 pub use registers::{PRIORITY_REGISTERS, SWEEP_DWORDS};
 pub use rss::{toeplitz_by_bits, Classified, Rss, RssType, Toeplitz, RSS_QUEUES, VERIFICATION_KEY};
-pub use rx_run::{RxRun, RxRuns, RX_WRITE_BACK_CHUNK};
+pub use rx_run::{RxRun, RxRuns, QUEUE_BURST, RX_WRITE_BACK_CHUNK};
 pub use stats::{DeviceCounters, Drops, InFlight, QueueSetup, QueueState};
 pub use tail_watch::{TailStall, TailStalls, TailStallsDraft, TAIL_STALL_NS};
 pub use tx_output::{TxBatch, TxOutput};

@@ -116,6 +116,9 @@ pub struct Rss {
     fields: u32,
     report_hash: bool,
     reta: [u8; RETA_ENTRIES],
+    /// The queues RETA names while RSS is on (1 while it is off): how many rings an engine
+    /// iteration's frames spread over.
+    spread: u32,
     toeplitz: Toeplitz,
     key: [u8; KEY_LEN],
 }
@@ -127,6 +130,7 @@ impl Default for Rss {
             fields: 0,
             report_hash: false,
             reta: [0; RETA_ENTRIES],
+            spread: 1,
             toeplitz: Toeplitz::new(&[0; KEY_LEN]),
             key: [0; KEY_LEN],
         }
@@ -147,6 +151,8 @@ impl Rss {
                 self.reta[4 * n + k] = b & 0xF;
             }
         }
+        let named = self.reta.iter().fold(0u16, |set, &q| set | 1 << q);
+        self.spread = if self.enabled { named.count_ones() } else { 1 };
         let mut key = [0u8; KEY_LEN];
         for n in 0..KEY_LEN / 4 {
             key[4 * n..4 * n + 4].copy_from_slice(&reg(rssrk(n as u32)).to_le_bytes());
@@ -161,6 +167,12 @@ impl Rss {
     #[inline(always)]
     pub fn enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// The number of receive queues frames go to: those RETA names while RSS is on, else 1.
+    #[inline(always)]
+    pub fn spread(&self) -> u32 {
+        self.spread
     }
 
     /// The queue of `frame` and its descriptor fields [DS 7.1.2.8.1]. A frame with no header

@@ -11,6 +11,13 @@ use crate::wire::{
 use platform::MappedRegion;
 use std::sync::atomic::{fence, Ordering};
 
+/// Frames an engine iteration delivers from a generator into one receive queue, at most: few
+/// enough that the doorbells are looked at again before a driver can work through a quarter
+/// of a 256-descriptor ring (docs/nicsim.md, "Doorbell intervals"). With RSS an iteration
+/// takes this many for each queue its frames spread over ([`Port::rx_iteration_cap`]), so
+/// that what a run costs to begin and end is shared by as many frames at 16 queues as at one.
+pub const QUEUE_BURST: usize = 32;
+
 /// Receive descriptors a run fetches at once, at most.
 const RX_FETCH: usize = 64;
 /// Receive descriptors written back together: sixteen 64-byte lines (ring bases are 128-byte
@@ -438,19 +445,30 @@ impl Port {
     /// would load bytes just stored, and that load waits until the stores reach the cache,
     /// which happens only after the previous frame's buffer line arrived from the driver's
     /// core.
+    /// Returns `true` when the frame's queue has taken its [`QUEUE_BURST`] in this iteration:
+    /// the caller delivers no more until the doorbells have been looked at again.
     #[inline(always)]
-    pub fn rx_run_generated(&mut self, dma: &mut impl DmaSpace, runs: &mut RxRuns, due: &mut DueFrame) {
+    pub fn rx_run_generated(&mut self, dma: &mut impl DmaSpace, runs: &mut RxRuns, due: &mut DueFrame) -> bool {
         let c = if self.rss.enabled() { self.rss.classify(&due.header()) } else { Classified::default() };
         if self.run_open(dma, runs, c) {
             let RxRuns { runs: open, buffers, .. } = runs;
             if let Some(r) = open[c.queue as usize].as_mut() {
                 let to = RunPlaces { dma: &*dma, bar: &self.bar, rec: &mut self.rx_records[c.queue as usize], buffers };
                 if r.push_generated(to, due, c.info) {
-                    return;
+                    return r.written + r.no_descriptor >= QUEUE_BURST as u64;
                 }
             }
         }
         self.rx_run_slow(dma, runs, due.frame());
+        false
+    }
+
+    /// How many frames an engine iteration may take from `generator` for this port: a
+    /// [`QUEUE_BURST`] for each queue they can go to (RETA's queues while RSS is on, and no
+    /// more than the generator's flows, each of which keeps to one queue).
+    #[inline]
+    pub fn rx_iteration_cap(&self, generator: &Generator) -> usize {
+        QUEUE_BURST * self.rss.spread().min(generator.spec().flows.max(1)) as usize
     }
 
     /// Delivers what the generator has due at `now_ps` (at most `max`) on the fast path, as

@@ -86,6 +86,7 @@ fn frames_go_to_the_queue_their_hash_selects_and_report_it() {
     let mut rss = Rss::default();
     rss.update(registers(FIELD_IPV4 | FIELD_IPV4_TCP | FIELD_IPV4_UDP, 4, true));
     assert!(rss.enabled());
+    assert_eq!(rss.spread(), 4);
     for (dst, dport, src, sport, _, tcp) in IPV4 {
         let c = rss.classify(&ipv4_frame(src, dst, 6, sport, dport, 0));
         assert_eq!(c.queue, (tcp & 0x7F) % 4);
@@ -99,6 +100,7 @@ fn frames_go_to_the_queue_their_hash_selects_and_report_it() {
 fn fragments_and_disabled_l4_types_hash_the_addresses_only() {
     let mut rss = Rss::default();
     rss.update(registers(FIELD_IPV4 | FIELD_IPV4_TCP, 16, true));
+    assert_eq!(rss.spread(), 16);
     let (dst, dport, src, sport, ip, _) = IPV4[0];
     // UDP hashing is off: the addresses only.
     let udp = rss.classify(&ipv4_frame(src, dst, 17, sport, dport, 0));
@@ -138,8 +140,12 @@ fn without_pcsd_the_hash_is_not_reported_but_still_chooses() {
 #[test]
 fn rss_off_in_mrqc_is_reported() {
     let mut rss = Rss::default();
-    rss.update(|o| if o == MRQC { FIELD_IPV4 } else { 0 });
+    rss.update(registers(FIELD_IPV4, 8, true));
+    assert_eq!(rss.spread(), 8);
+    // MRQE 0: RSS off, whatever RETA names; every frame goes to one queue.
+    rss.update(|o| if o == MRQC { FIELD_IPV4 } else { registers(FIELD_IPV4, 8, true)(o) });
     assert!(!rss.enabled());
+    assert_eq!(rss.spread(), 1);
 }
 
 #[test]
