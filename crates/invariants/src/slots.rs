@@ -93,10 +93,13 @@ impl<T, const CAP: usize> ArrayStack<T, CAP> {
             // length no longer counts it.
             f(unsafe { slot.assume_init_read() });
         }
-        let base = self.items.as_mut_ptr();
-        // SAFETY: items[n..len] are initialised and inside the array; they move to
-        // items[..len - n] (ptr::copy allows the overlap), whose values were read out above.
-        unsafe { ptr::copy(base.add(n), base, len - n) };
+        if n < len {
+            // Not a call to memmove for nothing, as after a whole batch was taken.
+            let base = self.items.as_mut_ptr();
+            // SAFETY: items[n..len] are initialised and inside the array; they move to
+            // items[..len - n] (ptr::copy allows the overlap), whose values were read out above.
+            unsafe { ptr::copy(base.add(n), base, len - n) };
+        }
         self.len = len - n;
         n
     }
@@ -221,6 +224,35 @@ impl<T, const N: usize> RingQueue<T, N> {
             f(unsafe { self.slots[i.get()].assume_init_read() });
         }
         true
+    }
+
+    /// [`Self::pop_front_to`] into the spare capacity of `to`, in order, as at most two block
+    /// copies rather than a value at a time; values beyond that capacity are dropped, so `to`
+    /// never allocates. Returns whether `end` was between front and back (nothing moves if not).
+    #[inline(always)]
+    pub fn pop_front_into(&mut self, end: RingIndex<N>, to: &mut Vec<T>) -> bool {
+        let n = self.front.distance_to(end);
+        if n > self.len() {
+            return false;
+        }
+        let (front, len) = (self.front.get(), to.len());
+        let k = n.min(to.capacity() - len);
+        // The slots [front, front + k) wrapping: up to the ring's end, then from its start.
+        let first = k.min(N - front);
+        let src = self.slots.as_ptr().cast::<T>();
+        let dst = to.spare_capacity_mut().as_mut_ptr().cast::<T>();
+        // SAFETY: the k slots from front are within [front, back), so initialised; `to` has
+        // room for k more (k <= its spare capacity); the two allocations are distinct. Each
+        // value is read once: front moves past them below before anything can see them twice,
+        // and nothing in between can panic.
+        unsafe {
+            ptr::copy_nonoverlapping(src.add(front), dst, first);
+            ptr::copy_nonoverlapping(src, dst.add(first), k - first);
+            to.set_len(len + k);
+        }
+        self.front = RingIndex::wrapping(front + k);
+        // What `to` had no room for.
+        self.pop_front_to(end, drop)
     }
 
     /// The oldest value, removed.
@@ -363,6 +395,30 @@ mod tests {
         assert_eq!(q.push_back_from(&mut s, 1, |i, _| seen.push((i.get(), 0))), 1, "at most n");
         assert_eq!(seen.last(), Some(&(3, 0)));
         assert_eq!(q.len(), 2);
+    }
+
+    #[test]
+    fn pop_front_into_moves_in_order_across_the_wrap_and_drops_what_does_not_fit() {
+        let drops = Cell::new(0);
+        let mut q = RingQueue::<Counted, 8>::new();
+        (0..6).for_each(|v| assert!(q.push_back(Counted(v, &drops)).is_ok()));
+        q.pop_front_to(RingIndex::new(5).unwrap(), drop);
+        (6..11).for_each(|v| assert!(q.push_back(Counted(v, &drops)).is_ok()));
+        assert_eq!((q.front().get(), q.back().get(), drops.get()), (5, 3, 5), "5..=10 held, wrapped");
+        let mut to = Vec::with_capacity(5);
+        to.push(Counted(99, &drops));
+        assert!(!q.pop_front_into(RingIndex::new(4).unwrap(), &mut to), "past the back");
+        assert_eq!(to.len(), 1);
+        // Six values up to slot 3, room for four: 5..=8 move (across the wrap), 9 and 10 are dropped.
+        assert!(q.pop_front_into(RingIndex::new(3).unwrap(), &mut to));
+        assert_eq!(to.iter().map(|v| v.0).collect::<Vec<_>>(), vec![99, 5, 6, 7, 8]);
+        assert_eq!((to.capacity(), drops.get(), q.len()), (5, 7, 0));
+        (11..14).for_each(|v| assert!(q.push_back(Counted(v, &drops)).is_ok()));
+        let mut more = Vec::with_capacity(8);
+        assert!(q.pop_front_into(RingIndex::new(4).unwrap(), &mut more), "one of three, no wrap");
+        assert_eq!((more.len(), more[0].0, q.len()), (1, 11, 2));
+        drop((q, to, more));
+        assert_eq!(drops.get(), 15, "every value (0..14 and 99) dropped exactly once");
     }
 
     #[test]

@@ -333,7 +333,8 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
     // the batch's and the pool's counts stay in registers across the descriptor writes.
     #[inline(never)]
     fn rx_batch<const B: usize>(&mut self, pool: &mut BufferPool<'a>, batch: &mut Batch<'a, B>) -> usize {
-        let mut got = 0;
+        // The loop stops before the batch is full, so every frame kept is pushed.
+        let before = batch.len();
         // The ring position in a local, written back once: stored in `self`, it would be
         // written to memory after every packet, as the descriptor writes may alias it.
         let start = self.next;
@@ -349,14 +350,14 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
             next = i.next();
             let mut old = std::mem::replace(&mut self.held[i], fresh);
             // The written-back length is untrusted [DS 7.1.5]: converted once; a frame that
-            // does not fit, or spans buffers, is dropped and its buffer recycled.
-            match PacketLength::new((status & 0xFFFF) as usize) {
-                Some(len) if status & RX_EOP != 0 => {
+            // does not fit, or spans buffers, is dropped and its buffer recycled. One
+            // comparison tests both: without EOP the value has bit 33 set, so it is too long.
+            match PacketLength::new(((status ^ RX_EOP) & (0xFFFF | RX_EOP)) as usize) {
+                Some(len) => {
                     old.length = len;
                     if let Err(b) = batch.push(old) {
                         pool.give(b);
                     }
-                    got += 1;
                 }
                 _ => {
                     self.refused.count(status);
@@ -369,7 +370,7 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
             // RDT = last descriptor handed back, so RDT never equals RDH [DS 7.1.9].
             self.tail.ring(next.prev());
         }
-        got
+        batch.len() - before
     }
 }
 
@@ -439,7 +440,8 @@ impl<'a, const N: usize> TxQueue<'a, N> {
     fn recycle(&mut self, pool: &mut BufferPool<'a>) {
         // Untrusted: reduced modulo N, and never past what was queued.
         let head = RingIndex::<N>::wrapping(u32::from_le(self.head.read()) as usize);
-        self.held.pop_front_to(head, |b| pool.give(b));
+        // In block copies, not a buffer at a time (about 15 instructions per packet less).
+        self.held.pop_front_into(head, &mut pool.free);
     }
 }
 
