@@ -10,7 +10,7 @@
 //! without checks and without padding to 256.
 
 use crate::device::{Device, DriverError, RssQueue};
-use crate::regs::{RX_DD, RX_EOP};
+use crate::regs::RX_DD;
 use crate::{PacketData, PacketLength, Refused};
 use invariants::{BrandedIndex, BrandedLen, BrandedVec, ConstArray, ConstIndex, RingIndex, VolatileArray, VolatilePtr};
 use platform::dma::{BuffersArea, DescriptorArea, DmaLayout, DmaRegion, HeadArea};
@@ -294,11 +294,10 @@ impl<'a, O: Outputs, const N: usize> Agent<'a, O, N> {
                 }
                 break;
             }
-            // The written-back length is untrusted: one conversion, and a frame that does not
-            // fit its buffer (or spans several) is sent nowhere [DS 7.1.5].
-            match PacketLength::new((status & 0xFFFF) as usize) {
-                Some(len) if status & RX_EOP != 0 => handler(buffers.ring(i), len, &mut self.lengths),
-                _ => self.refused.count(status),
+            // A frame that does not fit its buffer (or spans several) is sent nowhere.
+            match crate::whole_frame_length(status) {
+                Some(len) => handler(buffers.ring(i), len, &mut self.lengths),
+                None => self.refused.count(status),
             }
             let report = i.get() % RECYCLE_PERIOD == RECYCLE_PERIOD - 1;
             let command = if report { TxCommand::SEND_AND_REPORT } else { TxCommand::SEND };

@@ -27,6 +27,15 @@ pub use device::{Device, DriverError, Port, PresenceCheck, RssQueue, RssQueues, 
 /// the device no longer buffer and takes no longer length.
 pub use platform::dma::{PacketData, PacketLength, BUFFER_SIZE};
 
+/// The length of the frame a legacy receive write-back describes (qword 1, `status`), if it
+/// is one whole frame that fits a buffer: EOP set and length at most [`BUFFER_SIZE`]
+/// [DS 7.1.5]. The length is untrusted, so this is its one conversion. One comparison tests
+/// both: without EOP the value keeps bit 33, and is too long.
+#[inline(always)]
+pub fn whole_frame_length(status: u64) -> Option<PacketLength> {
+    PacketLength::new(((status ^ regs::RX_EOP) & (0xFFFF | regs::RX_EOP)) as usize)
+}
+
 /// Frames a driver refused because of what the device wrote back, by cause: indexed by the
 /// descriptor's EOP bit, so counting needs no branch of its own [DS 7.1.5].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -53,5 +62,29 @@ impl Refused {
     pub fn add(&mut self, other: Refused) {
         self.0[0] += other.0[0];
         self.0[1] += other.0[1];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use regs::{RX_DD, RX_EOP};
+
+    #[test]
+    fn a_whole_frame_that_fits_has_its_length_and_any_other_is_refused_by_cause() {
+        let ok = |len: u64| whole_frame_length(RX_DD | RX_EOP | len).map(PacketLength::get);
+        assert_eq!(ok(60), Some(60));
+        assert_eq!(ok(0), Some(0));
+        assert_eq!(ok(BUFFER_SIZE as u64), Some(BUFFER_SIZE));
+        assert_eq!(ok(BUFFER_SIZE as u64 + 1), None);
+        assert_eq!(ok(0xFFFF), None);
+        // Bits above the length field other than EOP (the status and errors) do not matter.
+        assert_eq!(whole_frame_length(RX_EOP | 0xFF00_0000_0000 | 64).map(PacketLength::get), Some(64));
+        let mut refused = Refused::default();
+        for status in [RX_DD | 60, RX_DD | RX_EOP | 0x801, RX_DD | 0x801] {
+            assert_eq!(whole_frame_length(status), None, "{status:#x}");
+            refused.count(status);
+        }
+        assert_eq!((refused.too_long(), refused.not_end_of_packet()), (1, 2));
     }
 }

@@ -10,7 +10,7 @@
 //! packets go to share one pool, so recycled TX buffers refill that RX ring.
 
 use crate::device::{Device, DriverError, RssQueue};
-use crate::regs::{RX_DD, RX_EOP};
+use crate::regs::RX_DD;
 use crate::{PacketData, PacketLength, Refused};
 use invariants::{ArrayStack, RingArray, RingIndex, RingQueue, VolatilePtr};
 use platform::dma::{BufAddr, BuffersArea, DescriptorArea, DmaLayout, DmaRegion, HeadArea};
@@ -349,10 +349,8 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
             self.ring.receive_into(i, fresh.addr);
             next = i.next();
             let mut old = std::mem::replace(&mut self.held[i], fresh);
-            // The written-back length is untrusted [DS 7.1.5]: converted once; a frame that
-            // does not fit, or spans buffers, is dropped and its buffer recycled. One
-            // comparison tests both: without EOP the value has bit 33 set, so it is too long.
-            match PacketLength::new(((status ^ RX_EOP) & (0xFFFF | RX_EOP)) as usize) {
+            // A frame that does not fit, or spans buffers, is dropped and its buffer recycled.
+            match crate::whole_frame_length(status) {
                 Some(len) => {
                     old.length = len;
                     if let Err(b) = batch.push(old) {
