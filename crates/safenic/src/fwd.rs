@@ -1,21 +1,15 @@
 //! `safenic fwd`: forward both directions between two ports.
 
 use crate::filter::Filter;
+use crate::fwd_options::{stop_on_signals_and_pin, Options, BATCH, POOL, RING};
 use crate::fwd_queues::{serve_on_cores, QueuePlan, Shared};
 use crate::{MacRewrite, Mode};
 use invariants::{with_len, BrandedLen, VolatilePtr};
 use ixgbe::agent::{rewrite_macs, Agent, AgentMemory, ConstOutputs, Outputs};
 use ixgbe::queues::{Batch, BufferPool, QueueMemory, QueueParts, Receive, RxQueue, Transmit, TxQueue};
 use ixgbe::{Device, DriverError, PacketData, PacketLength, Port, PresenceCheck, Refused, RssQueues};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Descriptors per ring (a power of two; TinyNF uses 256).
-pub const RING: usize = 512;
-/// Flexible model: packets per batch.
-pub const BATCH: usize = 32;
-/// Flexible model: buffers per direction's pool.
-pub const POOL: usize = 4096;
 /// Loop iterations between looks at the clock and the signal flag.
 const CHECK_EVERY: usize = 1024;
 
@@ -57,30 +51,6 @@ pub const COLD_CALLS: &[(&str, &str)] = &[
         "only for a device that asks to be notified (nicsim's does not): one write to a BAR's file per burst",
     ),
 ];
-
-pub struct Options {
-    pub mode: Mode,
-    pub input: String,
-    pub output: String,
-    pub sysfs: PathBuf,
-    pub mac_rewrite: MacRewrite,
-    pub outputs: usize,
-    pub seconds: Option<f64>,
-    pub progress: bool,
-    pub cpu: Option<usize>,
-    /// IEEE 802.3x flow control on both ports, and a lossless flexible model.
-    pub flow_control: bool,
-    /// How long an 82599 port's link may take to come up before the driver gives up.
-    pub link_timeout: Duration,
-    /// Flexible model: drop IPv4 UDP frames to this port, by a C filter in an isolation domain.
-    pub filter: Option<u16>,
-    /// A virtio-net port's interface; the driver's choice (modern where offered) if `None`.
-    pub virtio_interface: Option<virtio::Interface>,
-    /// 82599 ports: queue pairs, over which RSS spreads the flows (1 to 16).
-    pub queues: usize,
-    /// 82599 ports: the CPUs of the forwarding threads, one thread per CPU.
-    pub cores: Option<Vec<usize>>,
-}
 
 /// Stop conditions (time, signal, a device gone) and the per-second throughput line.
 pub struct Meter<'d> {
@@ -278,10 +248,8 @@ impl Totals {
     }
 }
 
+/// `safenic fwd` between two 82599 ports (crate::ports chooses by the ports' kinds).
 pub fn run(o: &Options) -> Result<(), String> {
-    if crate::fwd_virtio::is_virtio(&o.sysfs, &o.input) || crate::fwd_virtio::is_virtio(&o.sysfs, &o.output) {
-        return crate::fwd_virtio::run(o);
-    }
     if !(1..=64).contains(&o.outputs) {
         return Err(format!("--outputs {}: an agent has 1 to 64 outputs", o.outputs));
     }
@@ -346,15 +314,6 @@ pub fn run(o: &Options) -> Result<(), String> {
         Some(e) => Err(e.to_string()),
         None => Ok(()),
     }
-}
-
-/// SIGINT/SIGTERM end forwarding, and the process runs on `--cpu` if given.
-pub fn stop_on_signals_and_pin(o: &Options) -> Result<(), String> {
-    platform::signals::install_termination_flag().map_err(|e| format!("installing signal handlers: {e}"))?;
-    if let Some(cpu) = o.cpu {
-        platform::sched::pin_current_thread(cpu).map_err(|e| format!("pinning to CPU {cpu}: {e}"))?;
-    }
-    Ok(())
 }
 
 /// Sets both devices up from scratch: reset and configuration [DS 4.6.3], flow control and

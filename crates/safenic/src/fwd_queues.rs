@@ -8,7 +8,8 @@
 //! nothing but the devices' registers. The queues are `Send` and not `Sync`
 //! (`ixgbe::queues`): handed to one thread, they are that thread's alone.
 
-use crate::fwd::{Meter, Options};
+use crate::fwd::Meter;
+use crate::fwd_options::Options;
 use ixgbe::{DriverError, RssQueues, RSS_QUEUES};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 

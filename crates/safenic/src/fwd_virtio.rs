@@ -5,13 +5,12 @@
 //! holds its link partner while it has no receive buffer, so nothing is dropped anywhere.
 
 use crate::filter::Filter;
-use crate::fwd::{Options, BATCH, POOL, RING};
+use crate::fwd_options::{stop_on_signals_and_pin, Options, BATCH, POOL, RING};
 use crate::{MacRewrite, Mode};
 use ixgbe::agent::rewrite_macs;
 use ixgbe::queues::{Batch, BufferPool, QueueMemory, QueueParts, Receive, Transmit};
 use ixgbe::DriverError;
 use std::cell::Cell;
-use std::path::Path;
 use std::time::Instant;
 use virtio::queues::{RxQueue, TxQueue, VirtioMemory};
 use virtio::VirtioDevice;
@@ -20,12 +19,6 @@ use virtio::VirtioDevice;
 pub const QUEUE: usize = 256;
 /// Loop iterations between looks at the clock and the signal flag.
 const CHECK_EVERY: usize = 1024;
-
-/// Whether `address` under `sysfs` is a virtio function (Red Hat's vendor ID).
-pub fn is_virtio(sysfs: &Path, address: &str) -> bool {
-    let Ok(address) = platform::pci::normalize_address(address) else { return false };
-    std::fs::read_to_string(sysfs.join(address).join("vendor")).is_ok_and(|v| v.trim() == "0x1af4")
-}
 
 /// One direction: a receive queue, the transmit queue its packets go to (of either kind of
 /// device), their pool.
@@ -257,8 +250,9 @@ fn mixed(
     Ok(Outcome { counts, broken, malformed: rx_x.refused.total() + rx_v.refused, dropped })
 }
 
-/// `safenic fwd` when a port is a virtio-net function.
-pub fn run(o: &Options) -> Result<(), String> {
+/// `safenic fwd` when a port is a virtio-net function: `virtio` says which of input and output
+/// are (crate::ports tells the kinds apart).
+pub fn run(o: &Options, virtio: [bool; 2]) -> Result<(), String> {
     if o.queues != 1 || o.cores.is_some() {
         return Err(
             "--queues and --cores are for 82599 ports (RSS): a virtio-net port has one queue pair here (no VIRTIO_NET_F_MQ)"
@@ -273,9 +267,9 @@ pub fn run(o: &Options) -> Result<(), String> {
     }
     // Before the devices: the process backend starts its helper now.
     let mut filter = o.filter.map(|port| Filter::new(port, BATCH)).transpose()?;
-    crate::fwd::stop_on_signals_and_pin(o)?;
+    stop_on_signals_and_pin(o)?;
     let start = Instant::now();
-    let (input_virtio, output_virtio) = (is_virtio(&o.sysfs, &o.input), is_virtio(&o.sysfs, &o.output));
+    let [input_virtio, output_virtio] = virtio;
     let e = |e: DriverError| e.to_string();
     // Every function is opened before the first queue starts: an 82599 queue confines the process.
     let outcome = match (input_virtio, output_virtio) {

@@ -13,9 +13,11 @@ mod bench_virtio;
 mod chaos;
 mod filter;
 mod fwd;
+mod fwd_options;
 mod fwd_queues;
 mod fwd_virtio;
 mod gen;
+mod ports;
 mod report;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -383,7 +385,7 @@ fn main() -> ExitCode {
             cores,
         } => {
             let progress = progress || std::io::IsTerminal::is_terminal(&std::io::stdout());
-            fwd::run(&fwd::Options {
+            ports::forward(&fwd_options::Options {
                 mode,
                 input,
                 output,
