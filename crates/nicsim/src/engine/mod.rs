@@ -260,7 +260,10 @@ impl<D: DmaSpace> Engine<D> {
                 let pcap = w.pcap.as_mut().filter(|p| p.direction != Captured::Tx);
                 receive_from_tap(&mut ports[i], dma, tap, &mut w.rx_clock, pcap, now_ps);
             }
-            let allowed = w.generator.allowance(now_ps, ports[i].rx_iteration_cap(&w.generator));
+            // Frames through injected faults take the general path, frame by frame, with no
+            // per-queue count: one queue's share per iteration, as before RSS.
+            let cap = if w.chaos.wire.is_some() { QUEUE_BURST } else { ports[i].rx_iteration_cap(&w.generator) };
+            let allowed = w.generator.allowance(now_ps, cap);
             if allowed == 0 {
                 continue;
             }

@@ -445,6 +445,7 @@ impl Port {
     /// would load bytes just stored, and that load waits until the stores reach the cache,
     /// which happens only after the previous frame's buffer line arrived from the driver's
     /// core.
+    ///
     /// Returns `true` when the frame's queue has taken its [`QUEUE_BURST`] in this iteration:
     /// the caller delivers no more until the doorbells have been looked at again.
     #[inline(always)]
