@@ -8,16 +8,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-/// The driver libraries (the 82599's, and virtio-net's, which builds on the 82599's queue
-/// API); their normal dependencies include the two rooms, `invariants` and `platform`.
-pub const DRIVER_CRATES: [&str; 2] = ["ixgbe", "virtio"];
+/// The driver libraries (the 82599's, and virtio-net's and AF_XDP's, which build on the
+/// 82599's queue API); their normal dependencies include the two rooms, `invariants` and
+/// `platform`.
+pub const DRIVER_CRATES: [&str; 3] = ["ixgbe", "virtio", "afxdp"];
 
 /// The platform whose dependency graph is checked (the audit reads x86-64 Linux code).
 pub const PLATFORM: &str = "x86_64-unknown-linux-gnu";
 
 /// The path crates trusted as the driver's own, each only at `crates/<name>` of the workspace:
 /// a path crate anywhere else, workspace member or not, is a dependency like any other.
-pub const TRUSTED_PATH_CRATES: &[&str] = &["ixgbe", "virtio", "invariants", "platform"];
+pub const TRUSTED_PATH_CRATES: &[&str] = &["ixgbe", "virtio", "afxdp", "invariants", "platform"];
 
 /// The one source allowed dependencies come from.
 pub const CRATES_IO: &str = "registry+https://github.com/rust-lang/crates.io-index";
@@ -25,7 +26,7 @@ pub const CRATES_IO: &str = "registry+https://github.com/rust-lang/crates.io-ind
 /// Crates outside the workspace that the driver may depend on, and why each is trusted.
 pub const ALLOWED: &[(&str, &str)] = &[
     ("libc", "declarations of the C library's system calls and types, for platform"),
-    ("rustix", "safe system calls (fstatfs, sched_setaffinity, kill, mount, prctl, waitpid)"),
+    ("rustix", "safe system calls (fstatfs, sched_setaffinity, kill, mount, prctl, waitpid, AF_XDP sockets)"),
     ("linux-raw-sys", "rustix's Linux ABI definitions"),
     ("bitflags", "rustix's flag types"),
     ("errno", "reading and setting errno, for rustix"),

@@ -18,6 +18,7 @@ use syn::visit::Visit;
 pub const EXPANDED: &[(&str, &str)] = &[
     ("ixgbe", "--lib"),
     ("virtio", "--lib"),
+    ("afxdp", "--lib"),
     ("safenic", "--bin=safenic"),
     ("cli", "--lib"),
     ("bench", "--lib"),

@@ -117,6 +117,13 @@ impl<'a, T: DeviceValue> VolatilePtr<'a, T> {
         unsafe { self.ptr.read_volatile() }
     }
 
+    /// The address, as a number (for an offset in a UMEM): no pointer can be made of it
+    /// without `unsafe`.
+    #[inline(always)]
+    pub fn address(self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
     /// A volatile store.
     #[inline(always)]
     pub fn write(self, value: T) {

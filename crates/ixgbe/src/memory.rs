@@ -65,3 +65,28 @@ impl<'a> RingArea<'a> {
         DeviceHold::new()
     }
 }
+
+/// Pools of buffers in frames ([`platform::dma::DmaLayout::frames`]), all in one region that
+/// holds nothing else: memory an AF_XDP socket may take as its UMEM (`crates/afxdp`), whose
+/// buffers also move to and from the other devices unchanged.
+pub struct FramePools {
+    region: DmaRegion,
+    pools: Vec<BuffersArea>,
+}
+
+impl FramePools {
+    /// One pool of `size` buffers for each entry of `sizes`.
+    pub fn allocate(sizes: &[usize]) -> Result<Self, DriverError> {
+        let mut layout = DmaLayout::new();
+        let pools = sizes.iter().map(|&n| layout.frames(n)).collect::<Result<Vec<_>, _>>()?;
+        Ok(FramePools { region: DmaRegion::allocate(&layout)?, pools })
+    }
+
+    /// The region (for the sockets' UMEM) and every pool, in the order allocated; once per
+    /// exclusive borrow, as [`crate::queues::QueueMemory::parts`].
+    pub fn parts(&mut self) -> Result<(&DmaRegion, Vec<BufferPool<'_>>), DriverError> {
+        let region = &self.region;
+        let pools = self.pools.iter().map(|&a| BufferPool::new(region, a)).collect::<Result<_, _>>()?;
+        Ok((region, pools))
+    }
+}

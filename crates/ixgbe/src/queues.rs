@@ -165,6 +165,11 @@ pub trait Transmit<'a> {
     /// batch, the rest stay (DPDK's burst contract). Buffers the device has finished with go
     /// back to `pool`. Returns how many were queued.
     fn tx_batch<const B: usize>(&mut self, pool: &mut BufferPool<'a>, batch: &mut Batch<'a, B>) -> usize;
+
+    /// A burst that had nothing to send: a device that sends only when woken (AF_XDP in
+    /// copy mode) is woken for what its ring still holds. Nothing to do for the others.
+    #[inline(always)]
+    fn idle(&mut self, _pool: &mut BufferPool<'a>) {}
 }
 
 /// Memory for the rings of one RX and one TX queue of `N` entries, a head slot and a pool of

@@ -50,6 +50,8 @@ pub enum PlatformError {
     DeviceGone { address: String },
     /// A function could not be opened or used through VFIO; the message names the fix.
     Vfio(String),
+    /// An interface could not be opened or used through AF_XDP; the message names the fix.
+    Xdp(String),
     /// Any other I/O failure, with what we were doing.
     Io { context: String, source: io::Error },
 }
@@ -127,7 +129,7 @@ impl fmt::Display for PlatformError {
                 "this process maps one file twice ({first}, and again {second}), and a second mapping of a \
                  driver's memory reaches past the types that guard it: drop one mapping before opening a real device"
             ),
-            PlatformError::Refused(what) | PlatformError::Vfio(what) => f.write_str(what),
+            PlatformError::Refused(what) | PlatformError::Vfio(what) | PlatformError::Xdp(what) => f.write_str(what),
             PlatformError::DeviceTimeout { address, what } => write!(
                 f,
                 "{address}: timed out waiting for {what}: check the cable and that no other program drives this port"

@@ -32,6 +32,7 @@ pub mod tap;
 pub mod trace;
 pub mod valgrind;
 pub mod vfio;
+pub mod xdp;
 
 pub use error::PlatformError;
 pub use hugepage::{DmaBacking, DmaMemory};

@@ -45,10 +45,18 @@ pub const COLD_CALLS: &[(&str, &str)] = &[
         "ixgbe::queues::RxQueue::desynchronised",
         "once per presence period (100 ms), not per packet: reads RDH to find a ring a hostile device stopped",
     ),
-    ("safenic::fwd_virtio::StopWhen::due", "once every 1 024 loop iterations, not per packet: clock and signal flag, and every 16th time the virtio devices' status"),
+    ("safenic::fwd_virtio::StopWhen::due", "once every 1 024 loop iterations, not per packet: clock and signal flag, and every 16th time the watched ports' status (virtio devices, AF_XDP interfaces)"),
     (
         "virtio::device::VirtioDevice::notify",
         "only for a device that asks to be notified (nicsim's does not): one write to a BAR's file per burst",
+    ),
+    (
+        "platform::xdp::XdpSocket::wake_rx",
+        "only when the kernel asks (need-wakeup on the fill ring) and nothing arrived: one system call",
+    ),
+    (
+        "platform::xdp::XdpSocket::wake_tx",
+        "only when the kernel asks (need-wakeup on the transmit ring; in copy mode once per burst): one system call, the kernel's send path",
     ),
 ];
 
@@ -754,6 +762,8 @@ mod registry_tests {
             name_of(RxQueue::<RING>::desynchronised),
             name_of(crate::fwd_virtio::StopWhen::due),
             name_of(virtio::VirtioDevice::notify),
+            name_of(platform::xdp::XdpSocket::wake_rx),
+            name_of(platform::xdp::XdpSocket::wake_tx),
         ];
         assert_eq!(
             COLD_CALLS.iter().map(|c| c.0).collect::<Vec<_>>(),

@@ -34,6 +34,8 @@ pub struct Options {
     pub queues: usize,
     /// 82599 ports: the CPUs of the forwarding threads, one thread per CPU.
     pub cores: Option<Vec<usize>>,
+    /// AF_XDP ports: how their sockets are bound.
+    pub xdp_bind: afxdp::BindMode,
 }
 
 /// SIGINT/SIGTERM end forwarding, and the process runs on `--cpu` if given.

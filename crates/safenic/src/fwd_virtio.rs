@@ -30,7 +30,7 @@ pub struct AnyDirection<'q, 'a, R, T> {
 }
 
 impl<'q, 'a, R: Receive<'a>, T: Transmit<'a>> AnyDirection<'q, 'a, R, T> {
-    fn new(rx: &'q mut R, tx: &'q mut T, pool: &'q mut BufferPool<'a>) -> Self {
+    pub fn new(rx: &'q mut R, tx: &'q mut T, pool: &'q mut BufferPool<'a>) -> Self {
         AnyDirection { rx, tx, pool, batch: Batch::default() }
     }
 
@@ -39,6 +39,7 @@ impl<'q, 'a, R: Receive<'a>, T: Transmit<'a>> AnyDirection<'q, 'a, R, T> {
     fn burst<const REWRITE: bool>(&mut self) -> u64 {
         let waiting = self.batch.len();
         if self.rx.rx_batch(self.pool, &mut self.batch) == 0 && waiting == 0 {
+            self.tx.idle(self.pool);
             return 0;
         }
         if REWRITE {
@@ -54,6 +55,7 @@ impl<'q, 'a, R: Receive<'a>, T: Transmit<'a>> AnyDirection<'q, 'a, R, T> {
     fn burst_filtered(&mut self, filter: &mut Filter, rewrite: bool) -> u64 {
         let waiting = self.batch.len();
         if self.rx.rx_batch(self.pool, &mut self.batch) == 0 && waiting == 0 {
+            self.tx.idle(self.pool);
             return 0;
         }
         filter.apply(&mut self.batch, self.pool, waiting);
@@ -66,18 +68,19 @@ impl<'q, 'a, R: Receive<'a>, T: Transmit<'a>> AnyDirection<'q, 'a, R, T> {
     }
 
     /// Frames still waiting in the batch, which go back to the pool now that forwarding stopped.
-    fn stop(&mut self) -> u64 {
+    pub fn stop(&mut self) -> u64 {
         let waiting = self.batch.len() as u64;
         self.batch.release(self.pool);
         waiting
     }
 }
 
-/// When forwarding stops: a signal, the time given with `--seconds`, or a watched virtio
-/// device that says it can no longer be used ([`VirtioDevice::broken`]).
+/// When forwarding stops: a signal, the time given with `--seconds`, or a watched port that
+/// says it can no longer be used ([`VirtioDevice::broken`], `afxdp::Port::broken`): `watched`
+/// says why, if one cannot.
 pub struct StopWhen<'d> {
     until: Option<Instant>,
-    watched: &'d [&'d VirtioDevice],
+    watched: &'d dyn Fn() -> Option<String>,
     /// Looks at the clock and the signal flag so far; the devices are read every
     /// [`STATUS_EVERY`]th.
     looks: Cell<u32>,
@@ -102,7 +105,7 @@ impl StopWhen<'_> {
         if looks % STATUS_EVERY != 0 {
             return false;
         }
-        let broken = self.watched.iter().find_map(|d| d.broken());
+        let broken = (self.watched)();
         let stop = broken.is_some();
         self.broken.set(broken);
         stop
@@ -167,10 +170,10 @@ struct Outcome {
 /// Runs the loop over `ab` and `ba` with the rewrite `o` asks for, through `filter` if given,
 /// until a signal, `--seconds`, or one of the `watched` devices says it can no longer be used
 /// (then also why).
-fn forward_both<'a, RA, TB, RB, TA>(
+pub fn forward_both<'a, RA, TB, RB, TA>(
     o: &Options,
     filter: Option<&mut Filter>,
-    watched: &[&VirtioDevice],
+    watched: &dyn Fn() -> Option<String>,
     ab: &mut AnyDirection<'_, 'a, RA, TB>,
     ba: &mut AnyDirection<'_, 'a, RB, TA>,
 ) -> ([u64; 2], Option<String>)
@@ -214,7 +217,7 @@ fn virtio_both(
     let _ctrl_b = b.start::<QUEUE>(ba_parts.ctrl)?;
     let mut ab = AnyDirection::new(&mut rx_a, &mut tx_b, &mut pool_ab);
     let mut ba = AnyDirection::new(&mut rx_b, &mut tx_a, &mut pool_ba);
-    let (counts, broken) = forward_both(o, filter, &[a, b], &mut ab, &mut ba);
+    let (counts, broken) = forward_both(o, filter, &|| a.broken().or_else(|| b.broken()), &mut ab, &mut ba);
     let dropped = ab.stop() + ba.stop();
     Ok(Outcome { counts, broken, malformed: rx_a.refused + rx_b.refused, dropped })
 }
@@ -242,9 +245,9 @@ fn mixed(
     let mut xv = AnyDirection::new(&mut rx_x, &mut tx_v, &mut pool_x);
     let mut vx = AnyDirection::new(&mut rx_v, &mut tx_x, &mut pool_v);
     let (counts, broken) = if virtio_is_input {
-        forward_both(o, filter, &[v], &mut vx, &mut xv)
+        forward_both(o, filter, &|| v.broken(), &mut vx, &mut xv)
     } else {
-        forward_both(o, filter, &[v], &mut xv, &mut vx)
+        forward_both(o, filter, &|| v.broken(), &mut xv, &mut vx)
     };
     let dropped = xv.stop() + vx.stop();
     Ok(Outcome { counts, broken, malformed: rx_x.refused.total() + rx_v.refused, dropped })

@@ -16,6 +16,7 @@ mod fwd;
 mod fwd_options;
 mod fwd_queues;
 mod fwd_virtio;
+mod fwd_xdp;
 mod gen;
 mod ports;
 mod report;
@@ -61,6 +62,14 @@ pub enum VirtioInterface {
     Modern,
 }
 
+/// How an AF_XDP port is bound (docs/afxdp.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum XdpBind {
+    Auto,
+    Copy,
+    ZeroCopy,
+}
+
 /// What the forwarder does to each frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum MacRewrite {
@@ -75,9 +84,10 @@ enum Cmd {
     /// Forward both directions between two ports (in→out and out→in).
     Fwd {
         mode: Mode,
-        /// PCI address of the first port (e.g. 0000:5e:00.0).
+        /// The first port: a PCI address (e.g. 0000:5e:00.0) of an 82599 or virtio-net
+        /// function, or xdp:IFNAME[@QUEUE] for any interface Linux drives, through AF_XDP.
         input: String,
-        /// PCI address of the second port.
+        /// The second port, as the first.
         output: String,
         /// Directory holding the PCI function directories.
         #[arg(long, env = "SAFENIC_SYSFS", default_value = "/sys/bus/pci/devices")]
@@ -124,6 +134,10 @@ enum Cmd {
         /// Linux chooses, unless this says legacy (as ixy's driver).
         #[arg(long, value_enum)]
         virtio_interface: Option<VirtioInterface>,
+        /// An AF_XDP port's bind mode: zero-copy where the interface's driver has it, else
+        /// copy (auto, the kernel's choice), or either one forced.
+        #[arg(long, value_enum, default_value = "auto")]
+        xdp_bind: XdpBind,
     },
     /// Send generated UDP frames out of one port.
     Gen {
@@ -383,6 +397,7 @@ fn main() -> ExitCode {
             virtio_interface,
             queues,
             cores,
+            xdp_bind,
         } => {
             let progress = progress || std::io::IsTerminal::is_terminal(&std::io::stdout());
             ports::forward(&fwd_options::Options {
@@ -404,6 +419,11 @@ fn main() -> ExitCode {
                 }),
                 queues,
                 cores,
+                xdp_bind: match xdp_bind {
+                    XdpBind::Auto => afxdp::BindMode::Auto,
+                    XdpBind::Copy => afxdp::BindMode::Copy,
+                    XdpBind::ZeroCopy => afxdp::BindMode::ZeroCopy,
+                },
             })
         }
         Cmd::Gen { port, sysfs, rate, size, count, seconds } => {

@@ -12,12 +12,19 @@ pub enum PortKind {
     I82599,
     /// A virtio-net function (crates/virtio): the flexible model, one queue pair.
     Virtio,
+    /// `xdp:IFNAME[@QUEUE]`: one queue of any interface Linux drives, through an AF_XDP
+    /// socket (crates/afxdp): the flexible model.
+    Xdp,
 }
 
 impl PortKind {
-    /// The kind of the function at `address` under `sysfs`: virtio-net by its vendor ID (Red
-    /// Hat's, 0x1af4), otherwise an 82599, whose opening says what is wrong if it is not one.
+    /// The kind of port `address` names: AF_XDP by its prefix (`xdp:`), else the PCI function
+    /// at `address` under `sysfs`: virtio-net by its vendor ID (Red Hat's, 0x1af4), otherwise
+    /// an 82599, whose opening says what is wrong if it is not one.
     pub fn of(sysfs: &Path, address: &str) -> PortKind {
+        if afxdp::PortSpec::names_one(address) {
+            return PortKind::Xdp;
+        }
         let vendor = platform::pci::normalize_address(address)
             .ok()
             .and_then(|a| std::fs::read_to_string(sysfs.join(a).join("vendor")).ok());
@@ -33,6 +40,8 @@ pub fn forward(o: &Options) -> Result<(), String> {
     let kinds = [PortKind::of(&o.sysfs, &o.input), PortKind::of(&o.sysfs, &o.output)];
     match kinds {
         [PortKind::I82599, PortKind::I82599] => crate::fwd::run(o),
+        // Either port AF_XDP: the flexible loop over its queues and the other port's.
+        [PortKind::Xdp, other] | [other, PortKind::Xdp] => crate::fwd_xdp::run(o, kinds, other),
         // Either port virtio: its flexible loop serves both kinds through one queue API.
         _ => crate::fwd_virtio::run(o, kinds.map(|k| k == PortKind::Virtio)),
     }
@@ -54,6 +63,7 @@ mod tests {
         assert_eq!(PortKind::of(&dir, "0000:5e:00.0"), PortKind::I82599);
         // Not there: the 82599 driver's open names what is missing.
         assert_eq!(PortKind::of(&dir, "0000:99:00.0"), PortKind::I82599);
+        assert_eq!(PortKind::of(&dir, "xdp:eth0@1"), PortKind::Xdp, "by its prefix, whatever sysfs holds");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

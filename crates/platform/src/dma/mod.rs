@@ -60,7 +60,17 @@ struct Area {
     kind: Kind,
     offset: usize,
     len: usize,
+    /// A buffer area of frames ([`DmaLayout::frames`]): each buffer is the second half of its
+    /// [`FRAME_SIZE`] bytes.
+    framed: bool,
 }
+
+/// Bytes per frame of a framed buffer area ([`DmaLayout::frames`]): an AF_XDP UMEM chunk.
+pub const FRAME_SIZE: usize = 4096;
+/// Where a frame's buffer starts: the kernel writes a received packet [`FRAME_HEADROOM`] bytes
+/// into the chunk it was given (its own headroom and the UMEM's), so the packet starts at the
+/// buffer's first byte, as on the 82599, and never reaches past the buffer's end.
+pub const FRAME_HEADROOM: usize = FRAME_SIZE - BUFFER_SIZE;
 
 /// Where the areas of a region go, decided before it is allocated: none overlaps another, and
 /// none but a buffer area crosses a hugepage boundary (only memory within a page is physically
@@ -90,7 +100,7 @@ impl DmaLayout {
     }
 
     fn push(&mut self, kind: Kind, offset: usize, len: usize) -> usize {
-        self.areas.push(Area { kind, offset, len });
+        self.areas.push(Area { kind, offset, len, framed: false });
         self.end = offset + len;
         self.areas.len() - 1
     }
@@ -119,6 +129,21 @@ impl DmaLayout {
             .ok_or_else(|| PlatformError::Refused(format!("{count} buffers: a buffer area holds at least one")))?;
         let at = self.end.next_multiple_of(BUFFER_SIZE);
         Ok(BuffersArea(self.push(Kind::Buffers, at, len)))
+    }
+
+    /// `count` buffers of [`BUFFER_SIZE`] bytes, each the second half of a [`FRAME_SIZE`]-byte
+    /// frame aligned to its size, whose first half belongs to no buffer: memory an AF_XDP
+    /// socket may be given as its UMEM (`crate::xdp`), where the kernel writes a packet at
+    /// the buffer's first byte and may use the bytes before it.
+    pub fn frames(&mut self, count: usize) -> Result<BuffersArea, PlatformError> {
+        let len = count
+            .checked_mul(FRAME_SIZE)
+            .filter(|&l| l > 0)
+            .ok_or_else(|| PlatformError::Refused(format!("{count} frames: a frame area holds at least one")))?;
+        let at = self.end.next_multiple_of(FRAME_SIZE);
+        let index = self.push(Kind::Buffers, at, len);
+        self.areas[index].framed = true;
+        Ok(BuffersArea(index))
     }
 
     /// A ring of `entries` 16-byte descriptors, 128-byte aligned [DS 8.2.3.8.1, 8.2.3.9.5]:
@@ -290,29 +315,48 @@ impl DmaRegion {
     /// Every buffer of `area`, in order.
     pub fn buffers(&self, area: BuffersArea) -> Result<Vec<DmaBuffer<'_>>, PlatformError> {
         let a = self.area(area.0, Kind::Buffers)?;
-        Ok((0..a.len / BUFFER_SIZE).map(|i| self.buffer_of(a, i)).collect())
+        Ok((0..a.len / stride(a)).map(|i| self.buffer_of(a, i)).collect())
+    }
+
+    /// Whether every area of the region is a frame area ([`DmaLayout::frames`]): then the
+    /// kernel may write anywhere in it (`crate::xdp`) and reach no ring and no other memory.
+    pub(crate) fn only_frames(&self) -> bool {
+        self.areas.iter().all(|a| a.kind == Kind::Buffers && a.framed)
+    }
+
+    /// The region's bytes, for the kernel to be given as a UMEM.
+    pub(crate) fn whole(&self) -> &MappedRegion {
+        self.mapping()
     }
 
     /// Buffer `index` of `area`.
     pub fn buffer(&self, area: BuffersArea, index: usize) -> Result<DmaBuffer<'_>, PlatformError> {
         let a = self.area(area.0, Kind::Buffers)?;
-        if index >= a.len / BUFFER_SIZE {
+        if index >= a.len / stride(a) {
             return Err(PlatformError::Refused(format!(
                 "buffer {index} of an area of {}: give an index below that",
-                a.len / BUFFER_SIZE
+                a.len / stride(a)
             )));
         }
         Ok(self.buffer_of(a, index))
     }
 
     fn buffer_of(&self, a: Area, i: usize) -> DmaBuffer<'_> {
-        let data = self.sub_memory(a).ptr::<PacketData>(i * BUFFER_SIZE).expect("a buffer area holds whole buffers");
-        DmaBuffer { data, addr: BufAddr { phys: self.phys(a.offset + i * BUFFER_SIZE), _region: PhantomData } }
+        let at = i * stride(a) + if a.framed { FRAME_HEADROOM } else { 0 };
+        let data = self.sub_memory(a).ptr::<PacketData>(at).expect("a buffer area holds whole buffers");
+        DmaBuffer { data, addr: BufAddr { phys: self.phys(a.offset + at), _region: PhantomData } }
     }
 
-    /// The bytes of every buffer of `area`, as one block (buffer `i` at `i * BUFFER_SIZE`).
+    /// The bytes of every buffer of `area`, as one block (buffer `i` at `i * BUFFER_SIZE`);
+    /// not for a frame area, whose buffers are not adjacent.
     pub fn buffer_bytes(&self, area: BuffersArea) -> Result<DeviceMemory<'_>, PlatformError> {
-        Ok(self.sub_memory(self.area(area.0, Kind::Buffers)?))
+        let a = self.area(area.0, Kind::Buffers)?;
+        if a.framed {
+            return Err(PlatformError::Refused(
+                "a frame area's buffers are not one block: use DmaRegion::buffers".into(),
+            ));
+        }
+        Ok(self.sub_memory(a))
     }
 
     /// The head write-back slot of `area`.
@@ -358,6 +402,15 @@ impl Drop for DmaRegion {
         if let Some(mapping) = self.mapping.take() {
             retention::dropped(retention::Retained { _iova: self.iova.take(), _mapping: mapping }, self.kept);
         }
+    }
+}
+
+/// Bytes from one buffer of area `a` to the next.
+fn stride(a: Area) -> usize {
+    if a.framed {
+        FRAME_SIZE
+    } else {
+        BUFFER_SIZE
     }
 }
 

@@ -78,3 +78,27 @@ fn dma_memory_can_be_neither_shrunk_nor_grown_nor_unsealed() {
     assert_eq!(unsealed, Err(rustix::io::Errno::PERM), "the seals are sealed");
     assert_eq!(file.metadata().unwrap().len(), len);
 }
+
+#[test]
+fn a_frame_area_puts_each_buffer_in_the_second_half_of_its_frame() {
+    let mut l = DmaLayout::new();
+    let plain = l.buffers(3).unwrap();
+    let frames = l.frames(5).unwrap();
+    assert_eq!((l.areas[frames.0].offset, l.areas[frames.0].len), (FRAME_SIZE * 2, 5 * FRAME_SIZE), "frames aligned to their size");
+    assert!(l.frames(0).is_err() && l.frames(usize::MAX).is_err());
+    // Needs root and hugepages (make test provides them).
+    let region = DmaRegion::allocate(&l).unwrap();
+    assert!(!region.only_frames(), "a plain buffer area is no UMEM");
+    let all = region.buffers(frames).unwrap();
+    assert_eq!(all.len(), 5);
+    let base = region.whole().virt_addr();
+    for (i, b) in all.iter().enumerate() {
+        assert_eq!(b.data.address() - base, 2 * FRAME_SIZE + i * FRAME_SIZE + FRAME_HEADROOM);
+    }
+    assert!(region.buffer_bytes(frames).is_err(), "frames are not one block of buffers");
+    assert!(region.buffer_bytes(plain).is_ok());
+    let mut only = DmaLayout::new();
+    only.frames(2).unwrap();
+    only.frames(1).unwrap();
+    assert!(DmaRegion::allocate(&only).unwrap().only_frames());
+}
