@@ -35,10 +35,23 @@ struct Outcome {
     ports: Vec<String>,
 }
 
+/// How `port` was bound and where its program runs.
+fn bound(port: &Port) -> (&'static str, &'static str) {
+    (if port.zero_copy() { "zero-copy" } else { "copy" }, if port.native() { "native" } else { "generic" })
+}
+
+/// Says, once every port is open, that frames flow from now on (tests wait for this line).
+fn started(ports: &[&Port]) -> Result<(), String> {
+    for port in ports {
+        let (mode, xdp) = bound(port);
+        cli::outln!("{}: {mode} mode, {xdp} XDP: forwarding", port.spec())?;
+    }
+    Ok(())
+}
+
 /// A port's line: bind mode, where the program runs, and the socket's counters.
 fn describe(port: &Port) -> String {
-    let mode = if port.zero_copy() { "zero-copy" } else { "copy" };
-    let xdp = if port.native() { "native" } else { "generic" };
+    let (mode, xdp) = bound(port);
     match port.statistics() {
         Ok(s) => format!(
             "{}: {mode} mode, {xdp} XDP; kernel: {} dropped, {} receive ring full, {} fill ring empty, {} invalid receive and {} invalid transmit descriptors",
@@ -70,6 +83,7 @@ fn with_xdp_port<'a, RO: Receive<'a>, TO: Transmit<'a>>(
     other_broken: &dyn Fn() -> Option<String>,
 ) -> Result<Outcome, String> {
     let (port, (mut rx_x, mut tx_x)) = Port::open::<XDP_RING>(spec, umem, o.xdp_bind, &mut pool_x)?;
+    started(&[&port])?;
     let mut xo = AnyDirection::new(&mut rx_x, tx_o, &mut pool_x);
     let mut ox = AnyDirection::new(rx_o, &mut tx_x, &mut pool_o);
     let watched = || port.broken().or_else(other_broken);
@@ -95,6 +109,7 @@ fn both_xdp(
     }
     let (pa, (mut rx_a, mut tx_a)) = Port::open::<XDP_RING>(&sa, umem, o.xdp_bind, &mut pool_ab)?;
     let (pb, (mut rx_b, mut tx_b)) = Port::open::<XDP_RING>(&sb, umem, o.xdp_bind, &mut pool_ba)?;
+    started(&[&pa, &pb])?;
     let mut ab = AnyDirection::new(&mut rx_a, &mut tx_b, &mut pool_ab);
     let mut ba = AnyDirection::new(&mut rx_b, &mut tx_a, &mut pool_ba);
     let (counts, broken) = forward_both(o, filter, &|| pa.broken().or_else(|| pb.broken()), &mut ab, &mut ba);

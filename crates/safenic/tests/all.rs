@@ -18,3 +18,4 @@ mod peers;
 mod queues;
 mod vfio;
 mod virtio;
+mod xdp;

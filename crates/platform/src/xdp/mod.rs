@@ -77,6 +77,17 @@ fn refused(what: String) -> PlatformError {
     PlatformError::Xdp(what)
 }
 
+/// Why `socket(AF_XDP)` failed, in one line that names the fix.
+fn socket_error(e: rustix::io::Errno) -> PlatformError {
+    match e {
+        rustix::io::Errno::AFNOSUPPORT => {
+            refused("this kernel has no AF_XDP sockets: use one built with CONFIG_XDP_SOCKETS=y (Linux 5.4 or later)".into())
+        }
+        rustix::io::Errno::PERM | rustix::io::Errno::ACCESS => PlatformError::NotRoot { what: "opening an AF_XDP socket" },
+        e => PlatformError::io("opening an AF_XDP socket", e.into()),
+    }
+}
+
 /// The index of interface `name`, if this network namespace has one.
 pub fn interface_index(name: &str) -> Option<u32> {
     let name = std::ffi::CString::new(name).ok()?;
@@ -136,13 +147,7 @@ pub fn bind<const N: usize>(
             "an AF_XDP UMEM holds frame areas only (DmaLayout::frames): the kernel may write anywhere in it".into(),
         ));
     }
-    let fd = rustix::net::socket(AddressFamily::XDP, SocketType::RAW, None).map_err(|e| match e {
-        rustix::io::Errno::AFNOSUPPORT => {
-            refused("this kernel has no AF_XDP sockets: use one built with CONFIG_XDP_SOCKETS=y (Linux 5.4 or later)".into())
-        }
-        rustix::io::Errno::PERM | rustix::io::Errno::ACCESS => PlatformError::NotRoot { what: "opening an AF_XDP socket" },
-        e => PlatformError::io("opening an AF_XDP socket", e.into()),
-    })?;
+    let fd = rustix::net::socket(AddressFamily::XDP, SocketType::RAW, None).map_err(socket_error)?;
     let region = umem.whole();
     let reg = XdpUmemReg {
         addr: region.virt_addr() as u64,
@@ -254,5 +259,38 @@ impl XdpSocket {
 impl AsRawFd for XdpSocket {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_without_af_xdp_or_a_user_without_the_right_is_told_the_fix() {
+        // The running kernel has AF_XDP: what its absence and a refusal return is checked here.
+        let none = socket_error(rustix::io::Errno::AFNOSUPPORT).to_string();
+        assert!(none.contains("no AF_XDP") && none.contains("CONFIG_XDP_SOCKETS") && !none.contains('\n'), "{none}");
+        let denied = socket_error(rustix::io::Errno::PERM).to_string();
+        assert!(denied.contains("needs root") && !denied.contains('\n'), "{denied}");
+    }
+
+    #[test]
+    fn a_region_with_anything_but_frames_is_no_umem() {
+        // Needs root and hugepages (make test provides them).
+        let mut layout = crate::dma::DmaLayout::new();
+        layout.frames(4).unwrap();
+        layout.descriptor_ring(8).unwrap();
+        let region = DmaRegion::allocate(&layout).unwrap();
+        let e = bind::<8>("lo", 1, 0, &region, BindMode::Copy).err().expect("a ring in the UMEM is refused").to_string();
+        assert!(e.contains("frame areas only"), "{e}");
+    }
+
+    #[test]
+    fn an_interface_that_is_not_there_has_no_index_and_is_gone() {
+        assert_eq!(interface_index("safenic-none0"), None);
+        assert_eq!(interface_state("safenic-none0", 1), InterfaceState::Gone);
+        let lo = interface_index("lo").expect("every namespace has lo");
+        assert_eq!(interface_state("lo", lo + 1000), InterfaceState::Gone, "a name now at another index is gone");
     }
 }

@@ -1,0 +1,341 @@
+//! AF_XDP against the real kernel (docs/afxdp.md): three network namespaces made by the test,
+//! a veth pair from each outer one to the middle one, and `safenic fwd flexible xdp:… xdp:…`
+//! in the middle with `--mac-rewrite none`. Ping both ways with 56 and 1472 bytes, a tcpdump
+//! capture behind the driver, iperf3 TCP and UDP, every frame counted against the kernel's own
+//! counters, a link going down and an interface deleted under the driver, and bad input.
+//! The outer namespaces have static neighbours and no IPv6, so that no frame is sent that the
+//! test did not ask for. Namespaces and processes go when a test ends, also when it fails.
+//! Needs root, iproute2, ethtool, iputils-ping, iperf3 and tcpdump (`make test` installs them); tests
+//! run one at a time.
+
+use crate::common;
+
+use nicsim::wire::{read_pcap, TrafficSpec};
+use platform::fs::ScratchDir;
+use platform::Reaped;
+use std::io::{BufRead, BufReader};
+use std::process::{ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Addresses in a subnet reserved for documentation (RFC 5737).
+const ADDRESS: [&str; 2] = ["198.51.100.1", "198.51.100.2"];
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("running ip (iproute2)");
+    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn in_ns(ns: &str, cmd: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).args(cmd);
+    c
+}
+
+/// Two outer namespaces, each with one end of a veth pair whose other end is in the middle
+/// namespace, where the driver runs; all removed when dropped.
+struct Veths {
+    /// Outer a, outer b, middle.
+    ns: [String; 3],
+    /// The outer ends (in ns[0] and ns[1]) and the middle ends.
+    outer: [String; 2],
+    inner: [String; 2],
+    scratch: ScratchDir,
+}
+
+impl Drop for Veths {
+    fn drop(&mut self) {
+        // Deleting a namespace deletes its veth ends, and with them their peers.
+        for ns in &self.ns {
+            let _ = Command::new("ip").args(["netns", "delete", ns]).status();
+        }
+    }
+}
+
+/// A MAC address for end `i` (locally administered).
+fn mac(i: usize) -> String {
+    format!("02:00:5e:00:53:{:02x}", i + 1)
+}
+
+impl Veths {
+    fn new(tag: &str) -> Veths {
+        let id = std::process::id() % 100_000;
+        let ns = ["a", "b", "m"].map(|s| format!("safenic-xdp-{tag}-{id}-{s}"));
+        let outer = [format!("sx{id}a0"), format!("sx{id}b0")];
+        let inner = [format!("sx{id}a1"), format!("sx{id}b1")];
+        let scratch = ScratchDir::new(common::SCRATCH_PREFIX, &format!("veths-{tag}")).unwrap();
+        for n in &ns {
+            let _ = Command::new("ip").args(["netns", "delete", n]).stderr(Stdio::null()).status();
+        }
+        let v = Veths { ns, outer, inner, scratch };
+        for n in &v.ns {
+            ip(&["netns", "add", n]);
+            for key in ["all", "default"] {
+                let sysctl = format!("net.ipv6.conf.{key}.disable_ipv6=1");
+                assert!(in_ns(n, &["sysctl", "-qw", &sysctl]).status().unwrap().success());
+            }
+            ip(&["-n", n, "link", "set", "lo", "up"]);
+        }
+        for i in 0..2 {
+            let (o, n, m) = (&v.outer[i], &v.ns[i], &v.ns[2]);
+            ip(&["-n", n, "link", "add", o, "address", &mac(i), "type", "veth", "peer", "name", &v.inner[i], "netns", m]);
+            ip(&["-n", n, "addr", "add", &format!("{}/24", ADDRESS[i]), "dev", o]);
+            ip(&["-n", n, "neigh", "add", ADDRESS[1 - i], "lladdr", &mac(1 - i), "dev", o, "nud", "permanent"]);
+            // The stack leaves TCP and UDP checksums to a NIC that a veth does not have; an
+            // AF_XDP socket gets the frame as it is, so the stack must fill them in itself.
+            let off = in_ns(n, &["ethtool", "-K", o, "tx", "off"]).output().expect("running ethtool");
+            assert!(off.status.success(), "ethtool -K {o} tx off: {}", String::from_utf8_lossy(&off.stderr));
+            ip(&["-n", n, "link", "set", o, "up"]);
+            ip(&["-n", m, "link", "set", &v.inner[i], "up"]);
+        }
+        v
+    }
+
+    /// `safenic fwd flexible xdp:a1 xdp:b1 --mac-rewrite none` in the middle namespace, once it
+    /// says that it forwards; its standard output, to read the summary from.
+    fn forward(&self, extra: &[&str]) -> (Reaped, BufReader<ChildStdout>) {
+        let ports = self.inner.clone().map(|i| format!("xdp:{i}"));
+        self.forward_between(&ports[0], &ports[1], extra)
+    }
+
+    /// `safenic fwd flexible A B --mac-rewrite none …` in the middle namespace, once every
+    /// AF_XDP port of the two says that it forwards.
+    fn forward_between(&self, a: &str, b: &str, extra: &[&str]) -> (Reaped, BufReader<ChildStdout>) {
+        let mut child = Reaped::spawn(
+            in_ns(&self.ns[2], &[common::SAFENIC, "fwd", "flexible", a, b, "--mac-rewrite", "none"])
+                .args(extra)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
+        .expect("spawning safenic");
+        let mut out = BufReader::new(child.take_stdout().unwrap());
+        let mut ready = 0;
+        while ready < [a, b].iter().filter(|p| p.starts_with("xdp:")).count() {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap() == 0 {
+                panic!("safenic exited before it forwarded: {}", child.output());
+            }
+            ready += line.contains(": forwarding") as usize;
+        }
+        (child, out)
+    }
+
+    fn ping(&self, from: usize, size: usize) {
+        let size = size.to_string();
+        let out = in_ns(&self.ns[from], &["ping", "-c", "3", "-i", "0.2", "-s", &size, "-w", "30", ADDRESS[1 - from]])
+            .output()
+            .expect("running ping (iputils-ping)");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains(" 0% packet loss"), "ping -s {size} from {}: {text}", self.ns[from]);
+    }
+
+    /// An iperf3 transfer from a to b (`udp`: 100 Mb/s of UDP): what the client says.
+    fn iperf(&self, udp: bool) -> String {
+        let mut server = Reaped::spawn(
+            in_ns(&self.ns[1], &["iperf3", "-s", "-1", "-B", ADDRESS[1]]).stdout(Stdio::null()).stderr(Stdio::null()),
+        )
+        .expect("running iperf3");
+        let mut args = vec!["iperf3", "-c", ADDRESS[1], "-t", "1", "--connect-timeout", "2000"];
+        if udp {
+            args.extend(["-u", "-b", "100M"]);
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out = in_ns(&self.ns[0], &args).output().expect("running iperf3");
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            if out.status.success() {
+                let _ = server.try_wait();
+                return text;
+            }
+            assert!(Instant::now() < deadline, "iperf3 {args:?}: {text} {}", String::from_utf8_lossy(&out.stderr));
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// An outer end's counters, as `ip -s link` has them: (packets sent, packets received).
+    fn counters(&self, i: usize) -> (u64, u64) {
+        let out = Command::new("ip").args(["-n", &self.ns[i], "-s", "-j", "link", "show", "dev", &self.outer[i]]).output().unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ip -j's JSON");
+        let stats = &json[0]["stats64"];
+        (stats["tx"]["packets"].as_u64().unwrap(), stats["rx"]["packets"].as_u64().unwrap())
+    }
+}
+
+/// The rest of the driver's output once it stopped: (a→b, b→a) packets, and every line.
+fn summary(out: &mut BufReader<ChildStdout>) -> ([u64; 2], String) {
+    let mut text = String::new();
+    std::io::Read::read_to_string(out, &mut text).unwrap();
+    let last = text.lines().find(|l| l.starts_with("safenic fwd flexible:")).unwrap_or_else(|| panic!("no summary: {text}"));
+    let words: Vec<&str> = last.split_whitespace().collect();
+    let counts: Vec<u64> =
+        words.windows(2).filter(|w| w[1] == "packets," && w[0].parse::<u64>().is_ok()).map(|w| w[0].parse().unwrap()).collect();
+    assert_eq!(counts.len(), 2, "{last}");
+    ([counts[0], counts[1]], text)
+}
+
+/// Frames the kernel could not give `port`'s socket, from the driver's line of its
+/// XDP_STATISTICS: dropped (no fill buffer) and receive ring full.
+fn kernel_lost(text: &str, port: &str) -> u64 {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("xdp:{port}@0:")))
+        .unwrap_or_else(|| panic!("no XDP_STATISTICS line for {port}: {text}"));
+    let count = |what: &str| {
+        let at = line.find(what).unwrap_or_else(|| panic!("no {what:?} in {line}"));
+        line[..at].split_whitespace().last().and_then(|n| n.parse::<u64>().ok()).unwrap_or_else(|| panic!("{line}"))
+    };
+    count(" dropped,") + count(" receive ring full")
+}
+
+#[test]
+fn linux_peers_talk_through_the_rust_driver_over_af_xdp_and_every_frame_is_counted() {
+    let v = Veths::new("talk");
+    let before = [v.counters(0), v.counters(1)];
+    let (fwd, mut out) = v.forward(&[]);
+    let capture = v.scratch.path().join("b.pcap");
+    let mut tcpdump = Reaped::spawn(
+        in_ns(&v.ns[1], &["tcpdump", "-i", &v.outer[1], "-U", "-c", "6", "-w"])
+            .arg(&capture)
+            .arg("icmp")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .expect("running tcpdump");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !capture.exists() {
+        assert!(Instant::now() < deadline, "tcpdump did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for from in [0, 1] {
+        v.ping(from, 56);
+        v.ping(from, 1472);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tcpdump.try_wait().ok().flatten().is_none() {
+        assert!(Instant::now() < deadline, "tcpdump did not see 6 ICMP frames");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let frames = read_pcap(&capture).expect("tcpdump's capture");
+    assert_eq!(frames.len(), 6);
+    assert!(frames.iter().all(|f| f[12..14] == [0x08, 0x00] && f[23] == 1), "IPv4 ICMP frames behind the driver");
+    let tcp = v.iperf(false);
+    assert!(tcp.contains("receiver"), "iperf3 TCP: {tcp}");
+    let udp = v.iperf(true);
+    assert!(udp.contains("receiver"), "iperf3 UDP: {udp}");
+    eprintln!("AF_XDP: iperf3 TCP {}", tcp.lines().find(|l| l.contains("receiver")).unwrap_or_default().trim());
+    let after = [v.counters(0), v.counters(1)];
+    let status = fwd.terminate(Duration::from_secs(30)).expect("stopping the driver");
+    let (counts, text) = summary(&mut out);
+    assert!(status.status.success(), "{text} {}", String::from_utf8_lossy(&status.stderr));
+    // Every frame an outer end sent, the kernel handed to the driver's socket or counted as
+    // lost there (its receive ring full, or no fill buffer); every frame the driver forwarded,
+    // the other outer end received.
+    let sent = [after[0].0 - before[0].0, after[1].0 - before[1].0];
+    let received = [after[1].1 - before[1].1, after[0].1 - before[0].1];
+    let lost = v.inner.clone().map(|port| kernel_lost(&text, &port));
+    assert_eq!([counts[0] + lost[0], counts[1] + lost[1]], sent, "sent (ip -s link) against forwarded and lost (XDP_STATISTICS): {text}");
+    assert_eq!(counts, received, "received (ip -s link) against forwarded: {text}");
+    assert!(text.contains("0 malformed, 0 dropped"), "{text}");
+}
+
+#[test]
+fn a_link_going_down_or_an_interface_deleted_under_the_driver_ends_it_with_one_line() {
+    for (tag, expected) in [("down", "went down"), ("gone", "was deleted")] {
+        let v = Veths::new(tag);
+        let (fwd, _out) = v.forward(&[]);
+        let (m, port) = (&v.ns[2], &v.inner[0]);
+        match tag {
+            "down" => ip(&["-n", m, "link", "set", port, "down"]),
+            _ => ip(&["-n", m, "link", "delete", port]),
+        }
+        // It stops by itself (a generous bound, so that only a hang fails): status 1, not killed.
+        let out = fwd.wait_for_exit(Duration::from_secs(60)).unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{tag}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{tag}: one line: {stderr}");
+        assert!(stderr.contains(&format!("{port} {expected}")), "{tag}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn bad_input_over_af_xdp_is_one_line_that_names_the_fix() {
+    let v = Veths::new("bad");
+    let [a, b] = v.inner.clone().map(|i| format!("xdp:{i}"));
+    let m = &v.ns[2];
+    let run = |prefix: &[&str], args: &[&str]| {
+        let mut words: Vec<&str> = prefix.to_vec();
+        words.extend([common::SAFENIC, "fwd"]);
+        words.extend(args);
+        words.extend(["--seconds", "5"]);
+        let out = in_ns(m, &words).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: one line: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        stderr
+    };
+    let (a7, ax) = (format!("{a}@7"), format!("{a}@x"));
+    let cases: Vec<(Vec<&str>, Vec<&str>, &str)> = vec![
+        (vec![], vec!["flexible", "xdp:safenic-no0", &b], "no interface named safenic-no0"),
+        (vec![], vec!["flexible", &a7, &b], "no queue 7"),
+        (vec![], vec!["flexible", &ax, &b], "the queue after @ is a number"),
+        (vec![], vec!["flexible", &a, &a], "both input and output"),
+        (vec![], vec!["flexible", &a, &b, "--xdp-bind", "zero-copy"], "no zero-copy AF_XDP: bind in copy mode"),
+        (vec![], vec!["restricted", &a, &b], "use flexible"),
+        (vec![], vec!["flexible", &a, &b, "--queues", "2"], "an AF_XDP port is one queue"),
+        (vec!["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"], vec!["flexible", &a, &b], "needs root"),
+    ];
+    for (prefix, args, expected) in &cases {
+        let e = run(prefix, args);
+        assert!(e.contains(expected), "{args:?}: {e}");
+    }
+    // A port down at the start is refused with the command that brings it up.
+    ip(&["-n", m, "link", "set", &v.inner[1], "down"]);
+    let e = run(&[], &["flexible", &a, &b]);
+    assert!(e.contains(&format!("ip link set {} up", v.inner[1])), "{e}");
+}
+
+/// An AF_XDP port and a port of nicsim's (`device`) forward to each other: nicsim's generator
+/// through the nicsim port to the veth, pings from the veth's far end to nicsim's sink, every
+/// frame counted at both ends.
+fn af_xdp_and_a_nicsim_port(device: nicsim::pciconfig::Kind, tag: &str) {
+    let sim = common::Sim::start_devices(&format!("nicsim-{tag}"), &[device]);
+    let v = Veths::new(tag);
+    let xdp = format!("xdp:{}", v.inner[0]);
+    let devices = sim.devices();
+    let (fwd, mut out) = v.forward_between(&xdp, common::A, &["--sysfs", &devices, "--cpu", "1"]);
+    // The nicsim port's queues run before the AF_XDP port opens, so they are up now.
+    let before = v.counters(0);
+    let n = 20_000;
+    sim.start_traffic(0, TrafficSpec { rate_pps: Some(50_000.0), count: Some(n), ..Default::default() }).unwrap();
+    // Pings to b's address leave a's veth for the driver, which sends them out of nicsim's port.
+    let _ = in_ns(&v.ns[0], &["ping", "-c", "5", "-i", "0.2", "-w", "3", ADDRESS[1]]).output().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while v.counters(0).1 - before.1 < n && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let after = v.counters(0);
+    let stats = sim.stats();
+    let status = fwd.terminate(Duration::from_secs(30)).expect("stopping the driver");
+    let (counts, text) = summary(&mut out);
+    assert!(status.status.success(), "{text} {}", String::from_utf8_lossy(&status.stderr));
+    // The generator's frames, held back by flow control rather than dropped, all reach a's end.
+    assert_eq!(stats.ports[0].generated, n, "{text}");
+    assert_eq!(counts[1], n, "nicsim's port to the veth: {text}");
+    assert_eq!(after.1 - before.1, n, "frames a's veth end received (ip -s link): {text}");
+    // What a sent, the driver forwarded or the kernel counted as lost, and nicsim's sink got.
+    assert_eq!(counts[0] + kernel_lost(&text, &v.inner[0]), after.0 - before.0, "{text}");
+    assert!(counts[0] >= 5, "the pings went through: {text}");
+    assert_eq!(stats.ports[0].sink_packets, counts[0], "{text}");
+    assert!(text.contains("0 malformed, 0 dropped"), "{text}");
+}
+
+#[test]
+fn an_af_xdp_port_and_an_82599_port_forward_to_each_other() {
+    af_xdp_and_a_nicsim_port(nicsim::pciconfig::Kind::Ixgbe, "x");
+}
+
+#[test]
+fn an_af_xdp_port_and_a_virtio_port_forward_to_each_other() {
+    af_xdp_and_a_nicsim_port(nicsim::pciconfig::Kind::VirtioNet, "v");
+}
