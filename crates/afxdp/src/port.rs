@@ -32,7 +32,9 @@ impl PortSpec {
         let (interface, queue) = match rest.split_once('@') {
             Some((name, q)) => {
                 let queue = q.parse::<u32>().map_err(|_| {
-                    format!("{arg}: the queue after @ is a number (a receive queue of the interface), e.g. xdp:{name}@0")
+                    format!(
+                        "{arg}: the queue after @ is a number (a receive queue of the interface), e.g. xdp:{name}@0"
+                    )
                 })?;
                 (name, queue)
             }
@@ -43,7 +45,8 @@ impl PortSpec {
             && interface.len() < 16
             && interface != "."
             && interface != ".."
-            && !interface.contains(['/', ':']) && !interface.contains(char::is_whitespace);
+            && !interface.contains(['/', ':'])
+            && !interface.contains(char::is_whitespace);
         if !valid {
             return Err(format!("{arg}: {interface:?} is no interface name: see `ip link` for this machine's"));
         }
@@ -89,7 +92,9 @@ impl Port {
         let queues = std::path::Path::new("/sys/class/net").join(name).join("queues");
         if queues.is_dir() && !queues.join(format!("rx-{}", spec.queue)).exists() {
             let count = std::fs::read_dir(&queues)
-                .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count())
+                .map(|d| {
+                    d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count()
+                })
                 .unwrap_or(0);
             return Err(format!(
                 "{name} has {count} receive queue{}, no queue {}: give one below {count}, e.g. xdp:{name}@0",
@@ -142,7 +147,9 @@ impl Port {
         let name = &self.spec.interface;
         match platform::xdp::interface_state(name, self.ifindex) {
             InterfaceState::Up => None,
-            InterfaceState::Down => Some(format!("{name} went down: bring it up with `ip link set {name} up` and start again")),
+            InterfaceState::Down => {
+                Some(format!("{name} went down: bring it up with `ip link set {name} up` and start again"))
+            }
             InterfaceState::Gone => Some(format!("{name} was deleted (or left this network namespace)")),
         }
     }
@@ -157,7 +164,9 @@ mod tests {
         assert_eq!(PortSpec::parse("xdp:eth0").unwrap(), PortSpec { interface: "eth0".into(), queue: 0 });
         assert_eq!(PortSpec::parse("xdp:veth-a@3").unwrap(), PortSpec { interface: "veth-a".into(), queue: 3 });
         assert_eq!(PortSpec::parse("xdp:veth-a@3").unwrap().to_string(), "xdp:veth-a@3");
-        for bad in ["xdp:", "xdp:@1", "xdp:a/b", "xdp:abcdefghijklmnop", "xdp:eth0@", "xdp:eth0@x", "xdp:eth0@-1", "eth0"] {
+        for bad in
+            ["xdp:", "xdp:@1", "xdp:a/b", "xdp:abcdefghijklmnop", "xdp:eth0@", "xdp:eth0@x", "xdp:eth0@-1", "eth0"]
+        {
             let e = PortSpec::parse(bad).expect_err(bad);
             assert!(!e.contains('\n') && e.contains("xdp:") || e.contains("interface"), "{bad}: {e}");
         }

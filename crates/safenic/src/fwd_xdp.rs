@@ -128,7 +128,9 @@ pub fn run(o: &Options, kinds: [PortKind; 2], other: PortKind) -> Result<(), Str
         ));
     }
     if o.queues != 1 || o.cores.is_some() {
-        return Err("--queues and --cores are for two 82599 ports: an AF_XDP port is one queue (xdp:IFNAME@QUEUE)".into());
+        return Err(
+            "--queues and --cores are for two 82599 ports: an AF_XDP port is one queue (xdp:IFNAME@QUEUE)".into()
+        );
     }
     let mut filter = o.filter.map(|port| Filter::new(port, BATCH)).transpose()?;
     stop_on_signals_and_pin(o)?;
@@ -155,7 +157,16 @@ pub fn run(o: &Options, kinds: [PortKind; 2], other: PortKind) -> Result<(), Str
             let mut rx_o = ixgbe::queues::RxQueue::<RING>::new(&x, rx, &mut pool_o).map_err(e)?;
             let mut tx_o = ixgbe::queues::TxQueue::<RING>::new(&x, tx).map_err(e)?;
             let mut outcome = with_xdp_port(
-                o, filter.as_mut(), &spec, xdp_is_input, umem, pool_1, pool_o, &mut rx_o, &mut tx_o, &|| None,
+                o,
+                filter.as_mut(),
+                &spec,
+                xdp_is_input,
+                umem,
+                pool_1,
+                pool_o,
+                &mut rx_o,
+                &mut tx_o,
+                &|| None,
             )?;
             outcome.malformed += rx_o.refused.total();
             outcome
@@ -170,7 +181,16 @@ pub fn run(o: &Options, kinds: [PortKind; 2], other: PortKind) -> Result<(), Str
             let mut tx_o = virtio::queues::TxQueue::<QUEUE>::new(&v, parts.tx).map_err(e)?;
             let _ctrl = v.start::<QUEUE>(parts.ctrl).map_err(e)?;
             let mut outcome = with_xdp_port(
-                o, filter.as_mut(), &spec, xdp_is_input, umem, pool_1, pool_o, &mut rx_o, &mut tx_o, &|| v.broken(),
+                o,
+                filter.as_mut(),
+                &spec,
+                xdp_is_input,
+                umem,
+                pool_1,
+                pool_o,
+                &mut rx_o,
+                &mut tx_o,
+                &|| v.broken(),
             )?;
             outcome.malformed += rx_o.refused;
             outcome

@@ -77,7 +77,22 @@ impl Veths {
         }
         for i in 0..2 {
             let (o, n, m) = (&v.outer[i], &v.ns[i], &v.ns[2]);
-            ip(&["-n", n, "link", "add", o, "address", &mac(i), "type", "veth", "peer", "name", &v.inner[i], "netns", m]);
+            ip(&[
+                "-n",
+                n,
+                "link",
+                "add",
+                o,
+                "address",
+                &mac(i),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &v.inner[i],
+                "netns",
+                m,
+            ]);
             ip(&["-n", n, "addr", "add", &format!("{}/24", ADDRESS[i]), "dev", o]);
             ip(&["-n", n, "neigh", "add", ADDRESS[1 - i], "lladdr", &mac(1 - i), "dev", o, "nud", "permanent"]);
             // The stack leaves TCP and UDP checksums to a NIC that a veth does not have; an
@@ -125,7 +140,11 @@ impl Veths {
             .output()
             .expect("running ping (iputils-ping)");
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success() && text.contains(" 0% packet loss"), "ping -s {size} from {}: {text}", self.ns[from]);
+        assert!(
+            out.status.success() && text.contains(" 0% packet loss"),
+            "ping -s {size} from {}: {text}",
+            self.ns[from]
+        );
     }
 
     /// An iperf3 transfer from a to b (`udp`: 100 Mb/s of UDP): what the client says.
@@ -153,7 +172,10 @@ impl Veths {
 
     /// An outer end's counters, as `ip -s link` has them: (packets sent, packets received).
     fn counters(&self, i: usize) -> (u64, u64) {
-        let out = Command::new("ip").args(["-n", &self.ns[i], "-s", "-j", "link", "show", "dev", &self.outer[i]]).output().unwrap();
+        let out = Command::new("ip")
+            .args(["-n", &self.ns[i], "-s", "-j", "link", "show", "dev", &self.outer[i]])
+            .output()
+            .unwrap();
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ip -j's JSON");
         let stats = &json[0]["stats64"];
         (stats["tx"]["packets"].as_u64().unwrap(), stats["rx"]["packets"].as_u64().unwrap())
@@ -164,10 +186,14 @@ impl Veths {
 fn summary(out: &mut BufReader<ChildStdout>) -> ([u64; 2], String) {
     let mut text = String::new();
     std::io::Read::read_to_string(out, &mut text).unwrap();
-    let last = text.lines().find(|l| l.starts_with("safenic fwd flexible:")).unwrap_or_else(|| panic!("no summary: {text}"));
+    let last =
+        text.lines().find(|l| l.starts_with("safenic fwd flexible:")).unwrap_or_else(|| panic!("no summary: {text}"));
     let words: Vec<&str> = last.split_whitespace().collect();
-    let counts: Vec<u64> =
-        words.windows(2).filter(|w| w[1] == "packets," && w[0].parse::<u64>().is_ok()).map(|w| w[0].parse().unwrap()).collect();
+    let counts: Vec<u64> = words
+        .windows(2)
+        .filter(|w| w[1] == "packets," && w[0].parse::<u64>().is_ok())
+        .map(|w| w[0].parse().unwrap())
+        .collect();
     assert_eq!(counts.len(), 2, "{last}");
     ([counts[0], counts[1]], text)
 }
@@ -232,7 +258,11 @@ fn linux_peers_talk_through_the_rust_driver_over_af_xdp_and_every_frame_is_count
     let sent = [after[0].0 - before[0].0, after[1].0 - before[1].0];
     let received = [after[1].1 - before[1].1, after[0].1 - before[0].1];
     let lost = v.inner.clone().map(|port| kernel_lost(&text, &port));
-    assert_eq!([counts[0] + lost[0], counts[1] + lost[1]], sent, "sent (ip -s link) against forwarded and lost (XDP_STATISTICS): {text}");
+    assert_eq!(
+        [counts[0] + lost[0], counts[1] + lost[1]],
+        sent,
+        "sent (ip -s link) against forwarded and lost (XDP_STATISTICS): {text}"
+    );
     assert_eq!(counts, received, "received (ip -s link) against forwarded: {text}");
     assert!(text.contains("0 malformed, 0 dropped"), "{text}");
 }

@@ -84,7 +84,11 @@ fn a_frame_area_puts_each_buffer_in_the_second_half_of_its_frame() {
     let mut l = DmaLayout::new();
     let plain = l.buffers(3).unwrap();
     let frames = l.frames(5).unwrap();
-    assert_eq!((l.areas[frames.0].offset, l.areas[frames.0].len), (FRAME_SIZE * 2, 5 * FRAME_SIZE), "frames aligned to their size");
+    assert_eq!(
+        (l.areas[frames.0].offset, l.areas[frames.0].len),
+        (FRAME_SIZE * 2, 5 * FRAME_SIZE),
+        "frames aligned to their size"
+    );
     assert!(l.frames(0).is_err() && l.frames(usize::MAX).is_err());
     // Needs root and hugepages (make test provides them).
     let region = DmaRegion::allocate(&l).unwrap();

@@ -80,10 +80,12 @@ fn refused(what: String) -> PlatformError {
 /// Why `socket(AF_XDP)` failed, in one line that names the fix.
 fn socket_error(e: rustix::io::Errno) -> PlatformError {
     match e {
-        rustix::io::Errno::AFNOSUPPORT => {
-            refused("this kernel has no AF_XDP sockets: use one built with CONFIG_XDP_SOCKETS=y (Linux 5.4 or later)".into())
+        rustix::io::Errno::AFNOSUPPORT => refused(
+            "this kernel has no AF_XDP sockets: use one built with CONFIG_XDP_SOCKETS=y (Linux 5.4 or later)".into(),
+        ),
+        rustix::io::Errno::PERM | rustix::io::Errno::ACCESS => {
+            PlatformError::NotRoot { what: "opening an AF_XDP socket" }
         }
-        rustix::io::Errno::PERM | rustix::io::Errno::ACCESS => PlatformError::NotRoot { what: "opening an AF_XDP socket" },
         e => PlatformError::io("opening an AF_XDP socket", e.into()),
     }
 }
@@ -175,7 +177,9 @@ pub fn bind<const N: usize>(
         desc: r.desc,
     };
     let map = |e: std::io::Error| PlatformError::io(format!("mapping a ring of the AF_XDP socket on {name}"), e);
-    use rustix::net::xdp::{XDP_PGOFF_RX_RING, XDP_PGOFF_TX_RING, XDP_UMEM_PGOFF_COMPLETION_RING, XDP_UMEM_PGOFF_FILL_RING};
+    use rustix::net::xdp::{
+        XDP_PGOFF_RX_RING, XDP_PGOFF_TX_RING, XDP_UMEM_PGOFF_COMPLETION_RING, XDP_UMEM_PGOFF_FILL_RING,
+    };
     let rx = RxRings {
         fill: Producer::map(fd.as_fd(), XDP_UMEM_PGOFF_FILL_RING, &o(&off.fr)).map_err(map)?,
         rx: Consumer::map(fd.as_fd(), XDP_PGOFF_RX_RING, &o(&off.rx)).map_err(map)?,
@@ -244,7 +248,8 @@ impl XdpSocket {
 
     /// The socket's counters.
     pub fn statistics(&self) -> Result<Statistics, PlatformError> {
-        let s = sockopt::xdp_statistics(&*self.fd).map_err(|e| PlatformError::io("reading XDP_STATISTICS", e.into()))?;
+        let s =
+            sockopt::xdp_statistics(&*self.fd).map_err(|e| PlatformError::io("reading XDP_STATISTICS", e.into()))?;
         Ok(Statistics {
             rx_dropped: s.rx_dropped,
             rx_invalid_descs: s.rx_invalid_descs,
@@ -282,7 +287,8 @@ mod tests {
         layout.frames(4).unwrap();
         layout.descriptor_ring(8).unwrap();
         let region = DmaRegion::allocate(&layout).unwrap();
-        let e = bind::<8>("lo", 1, 0, &region, BindMode::Copy).err().expect("a ring in the UMEM is refused").to_string();
+        let e =
+            bind::<8>("lo", 1, 0, &region, BindMode::Copy).err().expect("a ring in the UMEM is refused").to_string();
         assert!(e.contains("frame areas only"), "{e}");
     }
 

@@ -33,12 +33,12 @@ const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
 /// in the map goes to it, any other to the kernel's stack.
 fn program(map_fd: i32) -> [u64; 6] {
     [
-        insn(0x61, 2, 1, 16, 0),                // r2 = *(u32 *)(r1 + 16): xdp_md.rx_queue_index
-        insn(0x18, 1, 1, 0, map_fd),            // r1 = the map (BPF_PSEUDO_MAP_FD), 64-bit load
-        0,                                      //      its upper half
-        insn(0xb7, 3, 0, 0, XDP_PASS),          // r3 = XDP_PASS: what a missing entry does
-        insn(0x85, 0, 0, 0, REDIRECT_MAP),      // call bpf_redirect_map
-        insn(0x95, 0, 0, 0, 0),                 // exit
+        insn(0x61, 2, 1, 16, 0),           // r2 = *(u32 *)(r1 + 16): xdp_md.rx_queue_index
+        insn(0x18, 1, 1, 0, map_fd),       // r1 = the map (BPF_PSEUDO_MAP_FD), 64-bit load
+        0,                                 //      its upper half
+        insn(0xb7, 3, 0, 0, XDP_PASS),     // r3 = XDP_PASS: what a missing entry does
+        insn(0x85, 0, 0, 0, REDIRECT_MAP), // call bpf_redirect_map
+        insn(0x95, 0, 0, 0, 0),            // exit
     ]
 }
 

@@ -74,7 +74,8 @@ impl<T: Copy, const N: usize> Ring<T, N> {
         {
             return Err(std::io::Error::other("the kernel's ring offsets are misaligned"));
         }
-        let len = words.iter().map(|w| w + 4).chain([off.desc + (N * size_of::<T>()) as u64]).max().unwrap_or(0) as usize;
+        let len =
+            words.iter().map(|w| w + 4).chain([off.desc + (N * size_of::<T>()) as u64]).max().unwrap_or(0) as usize;
         let offset = libc::off_t::try_from(pgoff).map_err(|_| std::io::Error::other("ring offset too large"))?;
         // SAFETY: a fresh shared mapping at an address the kernel chooses, overlapping no Rust
         // object; checked for MAP_FAILED before use.
