@@ -10,12 +10,15 @@
 
 use crate::common;
 
+use common::{Driver, RUST};
 use nicsim::wire::{read_pcap, TrafficSpec};
 use platform::fs::ScratchDir;
 use platform::Reaped;
 use std::io::{BufRead, BufReader};
 use std::process::{ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
+
+const C_CLANG: Driver = Driver { name: "c-clang", command: "drivers/c/build/{isa}/clang/safenic-c-{mode} fwd" };
 
 /// Addresses in a subnet reserved for documentation (RFC 5737).
 const ADDRESS: [&str; 2] = ["198.51.100.1", "198.51.100.2"];
@@ -105,18 +108,21 @@ impl Veths {
         v
     }
 
-    /// `safenic fwd flexible xdp:a1 xdp:b1 --mac-rewrite none` in the middle namespace, once it
+    /// `driver flexible xdp:a1 xdp:b1 --mac-rewrite none` in the middle namespace, once it
     /// says that it forwards; its standard output, to read the summary from.
-    fn forward(&self, extra: &[&str]) -> (Reaped, BufReader<ChildStdout>) {
+    fn forward(&self, driver: Driver, extra: &[&str]) -> (Reaped, BufReader<ChildStdout>) {
         let ports = self.inner.clone().map(|i| format!("xdp:{i}"));
-        self.forward_between(&ports[0], &ports[1], extra)
+        self.forward_between(driver, &ports[0], &ports[1], extra)
     }
 
-    /// `safenic fwd flexible A B --mac-rewrite none …` in the middle namespace, once every
-    /// AF_XDP port of the two says that it forwards.
-    fn forward_between(&self, a: &str, b: &str, extra: &[&str]) -> (Reaped, BufReader<ChildStdout>) {
+    /// `driver flexible A B --mac-rewrite none …` in the middle namespace, once every AF_XDP
+    /// port of the two says that it forwards.
+    fn forward_between(&self, driver: Driver, a: &str, b: &str, extra: &[&str]) -> (Reaped, BufReader<ChildStdout>) {
+        let words = driver.words("flexible");
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
         let mut child = Reaped::spawn(
-            in_ns(&self.ns[2], &[common::SAFENIC, "fwd", "flexible", a, b, "--mac-rewrite", "none"])
+            in_ns(&self.ns[2], &words)
+                .args(["flexible", a, b, "--mac-rewrite", "none"])
                 .args(extra)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped()),
@@ -186,8 +192,7 @@ impl Veths {
 fn summary(out: &mut BufReader<ChildStdout>) -> ([u64; 2], String) {
     let mut text = String::new();
     std::io::Read::read_to_string(out, &mut text).unwrap();
-    let last =
-        text.lines().find(|l| l.starts_with("safenic fwd flexible:")).unwrap_or_else(|| panic!("no summary: {text}"));
+    let last = text.lines().find(|l| l.contains(" fwd flexible: ")).unwrap_or_else(|| panic!("no summary: {text}"));
     let words: Vec<&str> = last.split_whitespace().collect();
     let counts: Vec<u64> = words
         .windows(2)
@@ -212,11 +217,12 @@ fn kernel_lost(text: &str, port: &str) -> u64 {
     count(" dropped,") + count(" receive ring full")
 }
 
-#[test]
-fn linux_peers_talk_through_the_rust_driver_over_af_xdp_and_every_frame_is_counted() {
-    let v = Veths::new("talk");
+/// Everything the issue asks of a path through `driver` over AF_XDP: ping both ways with 56 and
+/// 1472 bytes, a capture behind it, iperf3 TCP and UDP, every frame counted.
+fn peers_talk_through(driver: Driver) {
+    let v = Veths::new(&format!("talk-{}", driver.name));
     let before = [v.counters(0), v.counters(1)];
-    let (fwd, mut out) = v.forward(&[]);
+    let (fwd, mut out) = v.forward(driver, &[]);
     let capture = v.scratch.path().join("b.pcap");
     let mut tcpdump = Reaped::spawn(
         in_ns(&v.ns[1], &["tcpdump", "-i", &v.outer[1], "-U", "-c", "6", "-w"])
@@ -247,7 +253,11 @@ fn linux_peers_talk_through_the_rust_driver_over_af_xdp_and_every_frame_is_count
     assert!(tcp.contains("receiver"), "iperf3 TCP: {tcp}");
     let udp = v.iperf(true);
     assert!(udp.contains("receiver"), "iperf3 UDP: {udp}");
-    eprintln!("AF_XDP: iperf3 TCP {}", tcp.lines().find(|l| l.contains("receiver")).unwrap_or_default().trim());
+    eprintln!(
+        "{} over AF_XDP: iperf3 TCP {}",
+        driver.name,
+        tcp.lines().find(|l| l.contains("receiver")).unwrap_or_default().trim()
+    );
     let after = [v.counters(0), v.counters(1)];
     let status = fwd.terminate(Duration::from_secs(30)).expect("stopping the driver");
     let (counts, text) = summary(&mut out);
@@ -268,14 +278,29 @@ fn linux_peers_talk_through_the_rust_driver_over_af_xdp_and_every_frame_is_count
 }
 
 #[test]
+fn linux_peers_talk_through_the_rust_driver_over_af_xdp_and_every_frame_is_counted() {
+    peers_talk_through(RUST);
+}
+
+#[test]
+fn linux_peers_talk_through_the_c_baseline_over_af_xdp_and_every_frame_is_counted() {
+    peers_talk_through(C_CLANG);
+}
+
+#[test]
 fn a_link_going_down_or_an_interface_deleted_under_the_driver_ends_it_with_one_line() {
-    for (tag, expected) in [("down", "went down"), ("gone", "was deleted")] {
+    for (driver, tag, expected) in [
+        (RUST, "down", "went down"),
+        (RUST, "gone", "was deleted"),
+        (C_CLANG, "c-down", "went down"),
+        (C_CLANG, "c-gone", "was deleted"),
+    ] {
         let v = Veths::new(tag);
-        let (fwd, _out) = v.forward(&[]);
+        let (fwd, _out) = v.forward(driver, &[]);
         let (m, port) = (&v.ns[2], &v.inner[0]);
-        match tag {
-            "down" => ip(&["-n", m, "link", "set", port, "down"]),
-            _ => ip(&["-n", m, "link", "delete", port]),
+        match tag.ends_with("down") {
+            true => ip(&["-n", m, "link", "set", port, "down"]),
+            false => ip(&["-n", m, "link", "delete", port]),
         }
         // It stops by itself (a generous bound, so that only a hang fails): status 1, not killed.
         let out = fwd.wait_for_exit(Duration::from_secs(60)).unwrap();
@@ -289,12 +314,22 @@ fn a_link_going_down_or_an_interface_deleted_under_the_driver_ends_it_with_one_l
 
 #[test]
 fn bad_input_over_af_xdp_is_one_line_that_names_the_fix() {
-    let v = Veths::new("bad");
+    bad_input(RUST);
+}
+
+#[test]
+fn bad_input_to_the_c_baseline_over_af_xdp_is_one_line_that_names_the_fix() {
+    bad_input(C_CLANG);
+}
+
+fn bad_input(driver: Driver) {
+    let v = Veths::new(&format!("bad-{}", driver.name));
     let [a, b] = v.inner.clone().map(|i| format!("xdp:{i}"));
     let m = &v.ns[2];
     let run = |prefix: &[&str], args: &[&str]| {
-        let mut words: Vec<&str> = prefix.to_vec();
-        words.extend([common::SAFENIC, "fwd"]);
+        let mut words: Vec<String> = prefix.iter().map(|w| w.to_string()).collect();
+        words.extend(driver.words(args[0]));
+        let mut words: Vec<&str> = words.iter().map(String::as_str).collect();
         words.extend(args);
         words.extend(["--seconds", "5"]);
         let out = in_ns(m, &words).output().unwrap();
@@ -307,7 +342,7 @@ fn bad_input_over_af_xdp_is_one_line_that_names_the_fix() {
     let (a7, ax) = (format!("{a}@7"), format!("{a}@x"));
     let cases: Vec<(Vec<&str>, Vec<&str>, &str)> = vec![
         (vec![], vec!["flexible", "xdp:safenic-no0", &b], "no interface named safenic-no0"),
-        (vec![], vec!["flexible", &a7, &b], "no queue 7"),
+        (vec![], vec!["flexible", &a7, &b], "queue 7: give one below"),
         (vec![], vec!["flexible", &ax, &b], "the queue after @ is a number"),
         (vec![], vec!["flexible", &a, &a], "both input and output"),
         (vec![], vec!["flexible", &a, &b, "--xdp-bind", "zero-copy"], "no zero-copy AF_XDP: bind in copy mode"),
@@ -333,7 +368,7 @@ fn af_xdp_and_a_nicsim_port(device: nicsim::pciconfig::Kind, tag: &str) {
     let v = Veths::new(tag);
     let xdp = format!("xdp:{}", v.inner[0]);
     let devices = sim.devices();
-    let (fwd, mut out) = v.forward_between(&xdp, common::A, &["--sysfs", &devices, "--cpu", "1"]);
+    let (fwd, mut out) = v.forward_between(RUST, &xdp, common::A, &["--sysfs", &devices, "--cpu", "1"]);
     // The nicsim port's queues run before the AF_XDP port opens, so they are up now.
     let before = v.counters(0);
     let n = 20_000;

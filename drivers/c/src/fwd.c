@@ -4,8 +4,10 @@
 // Command-line contract (same as `safenic fwd`):
 //   safenic-c-<model> fwd <model> <BDF-in> <BDF-out> [--sysfs DIR] [--mac-rewrite paper|none]
 //                     [--outputs 1-64] [--seconds S] [--cpu N] [--flow-control]
-//                     [--queues 1-16] [--cores LIST]
+//                     [--queues 1-16] [--cores LIST] [--xdp-bind auto|copy|zero-copy]
+// A port is a PCI address (82599 or virtio-net) or xdp:IFNAME[@QUEUE] (AF_XDP, flexible model).
 // Forwards both directions until SIGINT/SIGTERM (or --seconds), prints one summary line, exits 0.
+#include "afxdp.h"
 #include "ixgbe.h"
 #include "virtio.h"
 
@@ -41,6 +43,7 @@ struct options {
 	unsigned queues;          // queue pairs RSS spreads the flows over
 	int cores[RSS_QUEUES];    // the CPU of each forwarding thread (--cores)
 	unsigned core_count;      // 0: one thread, this one
+	enum xdp_bind xdp_bind;   // how AF_XDP sockets are bound
 };
 
 // What a run discarded itself: frames with a refused length or flags, and frames dropped because
@@ -67,6 +70,8 @@ struct meter {
 	bool progress, has_deadline;
 	const struct device *devices[2]; // NULL for a virtio port: not watched
 	const struct device *gone;       // the device that went away, if one did
+	const struct xdp_port *xdp[2];   // AF_XDP ports, watched for their interface going down or away
+	const char *broken;              // why an AF_XDP port stopped forwarding, if one did
 };
 
 // Set by the forwarding thread that finds a device gone: every thread stops.
@@ -84,6 +89,9 @@ __attribute__((noinline)) static bool meter_tick(struct meter *m, const uint64_t
 			if (m->devices[i] != NULL && !device_present(m->devices[i])) {
 				m->gone = m->devices[i];
 				__atomic_store_n(&stop_everyone, true, __ATOMIC_RELAXED);
+				return false;
+			}
+			if (m->xdp[i] != NULL && (m->broken = xdp_port_broken(m->xdp[i])) != NULL) {
 				return false;
 			}
 		}
@@ -490,6 +498,61 @@ static struct discarded run_virtio(const struct virtio_device *a, const struct v
 	return (struct discarded){.malformed = rx_a.malformed + rx_b.malformed, .dropped = dropped};
 }
 
+// Two AF_XDP ports (docs/afxdp.md): the same loop over AF_XDP queues. One region of frames is
+// both sockets' UMEM and holds both directions' pools.
+struct xdp_direction {
+	struct xdp_port *rx, *tx;
+	struct pool pool;
+	struct buffer batch[BATCH];
+	unsigned waiting; // frames at the front of `batch` still to send
+};
+
+static inline __attribute__((always_inline)) uint64_t xdp_burst(struct xdp_direction *restrict d, bool rewrite)
+{
+	unsigned waiting = d->waiting;
+	unsigned got = xdp_rx_batch(d->rx, &d->pool, d->batch + waiting, BATCH - waiting);
+	if (got == 0 && waiting == 0) {
+		xdp_tx_idle(d->tx, &d->pool);
+		return 0;
+	}
+	if (rewrite) {
+		for (unsigned k = waiting; k < waiting + got; k++) {
+			rewrite_macs(d->batch[k].data);
+		}
+	}
+	unsigned count = waiting + got;
+	unsigned sent = xdp_tx_batch(d->tx, &d->pool, d->batch, count);
+	for (unsigned k = sent; k < count; k++) {
+		d->batch[k - sent] = d->batch[k];
+	}
+	d->waiting = count - sent;
+	return sent;
+}
+
+static inline __attribute__((always_inline)) void xdp_directions(struct xdp_direction *restrict ab,
+                                                                 struct xdp_direction *restrict ba, bool rewrite,
+                                                                 struct meter *m, uint64_t counts[2])
+{
+	do {
+		for (unsigned k = 0; k < CHECK_EVERY; k++) {
+			counts[0] += xdp_burst(ab, rewrite);
+			counts[1] += xdp_burst(ba, rewrite);
+		}
+	} while (meter_tick(m, counts));
+}
+
+__attribute__((noinline)) void forward_xdp(struct xdp_direction *restrict ab, struct xdp_direction *restrict ba,
+                                           bool rewrite, struct meter *m, uint64_t counts[2]);
+__attribute__((noinline)) void forward_xdp(struct xdp_direction *restrict ab, struct xdp_direction *restrict ba,
+                                           bool rewrite, struct meter *m, uint64_t counts[2])
+{
+	if (rewrite) {
+		xdp_directions(ab, ba, true, m, counts);
+	} else {
+		xdp_directions(ab, ba, false, m, counts);
+	}
+}
+
 #endif
 
 __attribute__((noreturn)) static void usage(void)
@@ -577,6 +640,17 @@ static void parse(int argc, char **argv, struct options *o)
 				o->cores[o->core_count++] = (int)cpu;
 			}
 			free(list);
+		} else if (strcmp(arg, "--xdp-bind") == 0) {
+			const char *v = value_of(argc, argv, &i);
+			if (strcmp(v, "auto") == 0) {
+				o->xdp_bind = XDP_BIND_AUTO;
+			} else if (strcmp(v, "copy") == 0) {
+				o->xdp_bind = XDP_BIND_COPY;
+			} else if (strcmp(v, "zero-copy") == 0) {
+				o->xdp_bind = XDP_BIND_ZERO_COPY;
+			} else {
+				die("--xdp-bind %s: use auto, copy or zero-copy", v);
+			}
 		} else {
 			die("unknown argument `%s`", arg);
 		}
@@ -667,6 +741,79 @@ static int main_virtio(const struct options *o)
 #endif
 }
 
+#ifdef MODEL_FLEXIBLE
+// The AF_XDP ports to close when the program exits, however it exits (`die` too): libxdp
+// detaches the program it attached only then.
+static struct xdp_port *opened_xdp[2];
+
+static void close_xdp_at_exit(void)
+{
+	for (int i = 0; i < 2; i++) {
+		if (opened_xdp[i] != NULL) {
+			xdp_port_close(opened_xdp[i]);
+		}
+	}
+}
+#endif
+
+// Both ports AF_XDP: the flexible model's loop over AF_XDP queues.
+static int main_xdp(const struct options *o)
+{
+#ifndef MODEL_FLEXIBLE
+	(void)o;
+	die("the " MODEL " model is the 82599's (TinyNF's agents own their rings): use flexible with an AF_XDP port");
+#else
+	if (o->queues > 1 || o->core_count > 0) {
+		die("--queues and --cores are for two 82599 ports: an AF_XDP port is one queue (xdp:IFNAME@QUEUE)");
+	}
+	if (strcmp(o->input, o->output) == 0) {
+		die("%s is both input and output: give two different ports", o->input);
+	}
+	static struct xdp_area area;
+	static struct xdp_port a, b;
+	static struct xdp_direction ab, ba;
+	xdp_area_allocate(&area, 2 * XDP_POOL);
+	xdp_pool_init(&ab.pool, &area, 0, XDP_POOL);
+	xdp_pool_init(&ba.pool, &area, XDP_POOL, XDP_POOL);
+	opened_xdp[0] = &a;
+	opened_xdp[1] = &b;
+	atexit(close_xdp_at_exit);
+	xdp_port_open(&a, o->input, &area, o->xdp_bind, &ab.pool);
+	xdp_port_open(&b, o->output, &area, o->xdp_bind, &ba.pool);
+	if (a.ifindex == b.ifindex && a.queue == b.queue) {
+		die("%s is both input and output: give two different ports", o->input);
+	}
+	ab.rx = &a;
+	ab.tx = &b;
+	ba.rx = &b;
+	ba.tx = &a;
+	const struct xdp_port *ports[2] = {&a, &b};
+	for (int i = 0; i < 2; i++) {
+		printf("xdp:%s@%u: %s mode, %s XDP: forwarding\n", ports[i]->name, ports[i]->queue,
+		       ports[i]->zero_copy ? "zero-copy" : "copy", ports[i]->native ? "native" : "generic");
+	}
+	fflush(stdout);
+	struct meter m = meter_from_now(o, NULL, NULL);
+	m.xdp[0] = &a;
+	m.xdp[1] = &b;
+	uint64_t counts[2] = {0, 0};
+	forward_xdp(&ab, &ba, o->rewrite, &m, counts);
+	double secs = now_seconds() - m.start;
+	for (int i = 0; i < 2; i++) {
+		char line[512];
+		xdp_port_describe(ports[i], line, sizeof line);
+		printf("%s\n", line);
+	}
+	struct discarded lost = {.malformed = a.malformed + b.malformed, .dropped = ab.waiting + ba.waiting};
+	summary(o, counts, lost, secs, " (AF_XDP)");
+	if (m.broken != NULL) {
+		fflush(stdout);
+		die("%s", m.broken);
+	}
+	return 0;
+#endif
+}
+
 int main(int argc, char **argv)
 {
 	program_name = "safenic-c-" MODEL;
@@ -675,6 +822,15 @@ int main(int argc, char **argv)
 	install_termination_handlers();
 	if (o.cpu >= 0) {
 		pin_to_cpu(o.cpu);
+	}
+	bool xdp_in = xdp_names_port(o.input), xdp_out = xdp_names_port(o.output);
+	if (xdp_in && xdp_out) {
+		return main_xdp(&o);
+	}
+	if (xdp_in || xdp_out) {
+		die("%s is an AF_XDP port and %s a PCI function: the C baseline forwards between two of a kind (safenic fwd "
+		    "forwards between the two)",
+		    xdp_in ? o.input : o.output, xdp_in ? o.output : o.input);
 	}
 	bool virtio_in = pci_vendor(o.sysfs, o.input) == 0x1AF4, virtio_out = pci_vendor(o.sysfs, o.output) == 0x1AF4;
 	if ((virtio_in || virtio_out) && (o.queues > 1 || o.core_count > 0)) {
