@@ -103,9 +103,9 @@ impl Port {
             ));
         }
         let bound = platform::xdp::bind::<N>(name, ifindex, spec.queue, umem, mode).map_err(|e| e.to_string())?;
-        let (base, len) = (bound.umem_base, bound.umem_len);
-        let rx = RxQueue::new(bound.rx, bound.socket.clone(), base, len, pool)?;
-        let tx = TxQueue::new(bound.tx, bound.socket.clone(), base, len)?;
+        let base = bound.umem_base;
+        let rx = RxQueue::new(bound.rx, bound.socket.clone(), base, bound.umem_len, pool)?;
+        let tx = TxQueue::new(bound.tx, bound.socket.clone(), base);
         let program = Attached::attach(ifindex, spec.queue).map_err(|e| match e {
             AttachError::Busy => format!(
                 "{name} has an XDP program already: remove it (`ip link set dev {name} xdp off`) or stop the program's owner"

@@ -258,11 +258,14 @@ impl<T, const N: usize> RingQueue<T, N> {
     /// The oldest value, removed.
     #[inline(always)]
     pub fn pop_front(&mut self) -> Option<T> {
-        let mut value = None;
-        if !self.is_empty() {
-            self.pop_front_to(self.front.next(), |v| value = Some(v));
+        if self.is_empty() {
+            return None;
         }
-        value
+        let i = self.front;
+        self.front = i.next();
+        // SAFETY: the queue is not empty, so slot `front` is initialised; front has moved
+        // past it, so it is read once.
+        Some(unsafe { self.slots[i.get()].assume_init_read() })
     }
 }
 

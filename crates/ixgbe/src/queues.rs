@@ -82,6 +82,25 @@ impl<'a> BufferPool<'a> {
         }
     }
 
+    /// Takes the last `n` free buffers (as many as there are, if fewer), handing each to `f`:
+    /// one count update for all, not one per buffer. Returns how many were taken.
+    #[inline(always)]
+    pub fn take_each(&mut self, n: usize, f: impl FnMut(Buffer<'a>)) -> usize {
+        let start = self.free.len().saturating_sub(n);
+        let taken = self.free.len() - start;
+        self.free.drain(start..).for_each(f);
+        taken
+    }
+
+    /// Takes back, in block copies, the buffers at the front of `sent` up to (not including)
+    /// slot `end`: what a device has finished with, oldest first. Nothing moves if `end` is
+    /// not between `sent`'s front and back (an untrusted count that went past what was
+    /// queued). Returns whether it was.
+    #[inline(always)]
+    pub fn give_sent<const N: usize>(&mut self, sent: &mut RingQueue<Buffer<'a>, N>, end: RingIndex<N>) -> bool {
+        sent.pop_front_into(end, &mut self.free)
+    }
+
     /// Free buffers.
     pub fn available(&self) -> usize {
         self.free.len()
@@ -122,6 +141,19 @@ impl<'a, const B: usize> Batch<'a, B> {
     pub fn push(&mut self, b: Buffer<'a>) -> Result<(), Buffer<'a>> {
         self.items.push(b)
     }
+    /// Moves the buffers, oldest first, to the back of `queue`, as many as fit, showing each
+    /// to `f` with the slot it takes: what a transmit queue that keeps its buffers in order
+    /// takes. Returns how many moved.
+    #[inline(always)]
+    pub fn move_to<const N: usize>(
+        &mut self,
+        queue: &mut RingQueue<Buffer<'a>, N>,
+        f: impl FnMut(RingIndex<N>, &Buffer<'a>),
+    ) -> usize {
+        let all = self.items.len();
+        queue.push_back_from(&mut self.items, all, f)
+    }
+
     /// Removes the oldest `n` buffers (all, if there are fewer), oldest first, handing each to
     /// `f`: what a transmit queue takes. Returns how many were removed.
     #[inline(always)]

@@ -21,8 +21,8 @@ use virtio::VirtioDevice;
 
 /// Entries of each ring of an AF_XDP socket (libxdp's default is 2048 for fill and completion).
 pub const XDP_RING: usize = 1024;
-/// Buffers per direction's pool: a fill ring and a transmit ring full, and a batch; both pools
-/// together are the most an AF_XDP queue can hold ([`afxdp::queues::CHUNKS`]).
+/// Buffers per direction's pool: a fill ring and a transmit ring full; both pools together
+/// are the most an AF_XDP receive queue can hold ([`afxdp::queues::CHUNKS`]).
 pub const XDP_POOL: usize = afxdp::queues::CHUNKS / 2;
 
 /// What a run did, for the summary lines.

@@ -1,4 +1,5 @@
-//! `safenic gen`: send generated UDP frames out of one port (flexible model's TX queue).
+//! `safenic gen`: send generated UDP frames out of one port (flexible model's TX queue): an
+//! 82599 function, or an AF_XDP port (`xdp:IFNAME[@QUEUE]`, the bench's source on veth).
 
 use ixgbe::queues::{Batch, QueueMemory, Transmit, TxQueue};
 use ixgbe::{DriverError, Port, PresenceCheck};
@@ -52,6 +53,9 @@ pub fn run(o: &Options) -> Result<(), String> {
         return Err("--rate must be a positive number of packets per second".into());
     }
     platform::signals::install_termination_flag().map_err(|e| format!("installing signal handlers: {e}"))?;
+    if afxdp::PortSpec::names_one(&o.port) {
+        return run_xdp(o);
+    }
     let port = Port::open(&o.sysfs, &o.port).map_err(|e| e.to_string())?;
     let dev = port.device();
     dev.init().map_err(|e| e.to_string())?;
@@ -81,10 +85,7 @@ pub fn run(o: &Options) -> Result<(), String> {
             if until.is_some_and(|u| now >= u) {
                 break;
             }
-            // Pacing: never ahead of rate × elapsed.
-            let allowed = o.rate.map_or(u64::MAX, |r| (now.duration_since(start).as_secs_f64() * r) as u64 + 1);
-            let want = allowed.min(o.count.unwrap_or(u64::MAX)).saturating_sub(queued).min(BATCH as u64);
-            for _ in 0..want {
+            for _ in 0..allowed(o, start, now, queued) {
                 let Some(b) = pool.take() else { break };
                 if let Err(b) = batch.push(b) {
                     pool.give(b);
@@ -114,6 +115,84 @@ pub fn run(o: &Options) -> Result<(), String> {
     if unsent > 0 {
         return Err(format!(
             "{unsent} packets were still queued {} s after the last one: the link partner is pausing {} or its link is down",
+            DRAIN_TIMEOUT.as_secs(),
+            o.port
+        ));
+    }
+    Ok(())
+}
+
+/// The source address of the frames an AF_XDP port sends (locally administered).
+const XDP_SOURCE_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 1];
+
+/// How many packets may go now: never ahead of `rate` × elapsed, never past `count`, at most a
+/// batch.
+fn allowed(o: &Options, start: Instant, now: Instant, queued: u64) -> u64 {
+    let paced = o.rate.map_or(u64::MAX, |r| (now.duration_since(start).as_secs_f64() * r) as u64 + 1);
+    paced.min(o.count.unwrap_or(u64::MAX)).saturating_sub(queued).min(BATCH as u64)
+}
+
+/// `safenic gen xdp:IFNAME[@QUEUE]`: the same frames through an AF_XDP socket's transmit ring.
+fn run_xdp(o: &Options) -> Result<(), String> {
+    use ixgbe::memory::FramePools;
+    let spec = afxdp::PortSpec::parse(&o.port)?;
+    let e = |e: DriverError| e.to_string();
+    // A pool to send from, and a small one for the receive queue the socket comes with.
+    let mut frames = FramePools::allocate(&[4 * RING, BATCH]).map_err(e)?;
+    let (umem, pools) = frames.parts().map_err(e)?;
+    let [mut pool, mut unused]: [_; 2] = pools.try_into().map_err(|_| "two pools".to_string())?;
+    let (port, (_rx, mut tx)) = afxdp::Port::open::<RING>(&spec, umem, afxdp::BindMode::Auto, &mut unused)?;
+    let frame = udp_frame(o.size, XDP_SOURCE_MAC);
+    let length = ixgbe::PacketLength::new(frame.len()).ok_or("frame size")?;
+    let mut all: Vec<_> = std::iter::from_fn(|| pool.take()).collect();
+    for b in all.iter_mut() {
+        b.data().copy_from(0, &frame);
+        b.length = length;
+    }
+    all.into_iter().for_each(|b| pool.give(b));
+    let mut batch = Batch::<BATCH>::default();
+    let start = Instant::now();
+    let until = o.seconds.map(|s| start + Duration::from_secs_f64(s));
+    let mut queued = 0u64;
+    for round in 0u64.. {
+        if o.count.is_some_and(|c| queued >= c) || platform::signals::terminate_requested() {
+            break;
+        }
+        let now = Instant::now();
+        if until.is_some_and(|u| now >= u) {
+            break;
+        }
+        if round % 4096 == 0 {
+            if let Some(why) = port.broken() {
+                return Err(why);
+            }
+        }
+        for _ in 0..allowed(o, start, now, queued) {
+            let Some(b) = pool.take() else { break };
+            if let Err(b) = batch.push(b) {
+                pool.give(b);
+            }
+        }
+        queued += tx.tx_batch(&mut pool, &mut batch) as u64;
+        batch.release(&mut pool);
+    }
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    while tx.in_flight() > 0 && Instant::now() < deadline {
+        tx.idle(&mut pool);
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    let unsent = tx.in_flight() as u64;
+    let secs = start.elapsed().as_secs_f64();
+    let sent = queued - unsent;
+    cli::outln!(
+        "safenic gen {}: {sent} packets of {} bytes sent in {secs:.1} s ({:.3} Mpps)",
+        o.port,
+        o.size,
+        sent as f64 / secs.max(1e-9) / 1e6
+    )?;
+    if unsent > 0 {
+        return Err(format!(
+            "{unsent} packets were still queued {} s after the last one: {} did not send them",
             DRAIN_TIMEOUT.as_secs(),
             o.port
         ));

@@ -141,7 +141,7 @@ enum Cmd {
     },
     /// Send generated UDP frames out of one port.
     Gen {
-        /// PCI address of the port.
+        /// PCI address of an 82599 port, or xdp:IFNAME[@QUEUE] for any interface through AF_XDP.
         port: String,
         #[arg(long, env = "SAFENIC_SYSFS", default_value = "/sys/bus/pci/devices")]
         sysfs: PathBuf,

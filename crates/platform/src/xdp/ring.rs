@@ -169,6 +169,33 @@ impl<T: Copy, const N: usize> Producer<T, N> {
     }
 }
 
+impl<const N: usize> Producer<XdpDesc, N> {
+    /// [`Producer::write`] of a descriptor of `len` bytes at `addr` with no options, as two
+    /// 8-byte stores (a 16-byte value would go through the stack).
+    #[inline(always)]
+    pub fn write_desc(&mut self, k: usize, addr: u64, len: u32) {
+        let slot = self.ring.slot(k).cast::<u64>();
+        // SAFETY: `slot` is an `XdpDesc` inside the mapping, 8-byte aligned (`Ring::map`
+        // checked the descriptors' alignment), whose first word is `addr` and whose second
+        // is `len` then `options` (little-endian x86-64); plain integers, as `write`.
+        unsafe {
+            slot.write_volatile(addr);
+            slot.add(1).write_volatile(u64::from(len));
+        }
+    }
+}
+
+impl<const N: usize> Consumer<XdpDesc, N> {
+    /// The UMEM offset and length of the descriptor `k` places past the last released one
+    /// (untrusted), without its options.
+    #[inline(always)]
+    pub fn read_desc(&self, k: usize) -> (u64, u32) {
+        let slot = self.ring.slot(k);
+        // SAFETY: as `read`, of two of the descriptor's fields, each in bounds and aligned.
+        unsafe { ((&raw const (*slot).addr).read_volatile(), (&raw const (*slot).len).read_volatile()) }
+    }
+}
+
 /// A ring the kernel fills and this process empties: the receive ring ([`XdpDesc`]s) or the
 /// completion ring (UMEM offsets of sent frames).
 pub struct Consumer<T, const N: usize> {
