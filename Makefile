@@ -8,7 +8,7 @@ CARGO ?= cargo
 ISA ?= $(shell scripts/isa-level)
 export RUSTFLAGS := -C target-cpu=$(ISA)
 
-.PHONY: all setup build audit-tool vet demo test test-slow check test-mpk test-tinynf test-peers test-chaos soak chaos-report bench bench-smoke bench-dpdk-smoke bench-dpdk bench-isolation bench-virtio bench-vfio bench-queues audit sanitize fuzz stress fmt clean
+.PHONY: all setup build audit-tool vet demo test test-slow check test-mpk test-tinynf test-peers test-chaos soak chaos-report bench bench-smoke bench-dpdk-smoke bench-dpdk bench-isolation bench-virtio bench-vfio bench-queues bench-xdp audit sanitize fuzz stress fmt clean
 
 all: build
 
@@ -105,6 +105,7 @@ bench-smoke: setup build
 	target/release/safenic bench-isolation --rounds 1 --window-ms 2
 	target/release/safenic bench-vfio --callgrind-seconds 1 --drivers rust --modes flexible
 	target/release/safenic bench-queues --callgrind-seconds 1 --drivers rust --modes const --rate-seconds 0.5
+	target/release/safenic bench-xdp --callgrind-seconds 1 --rate-seconds 0.5 --rounds 1
 
 # The l2fwd pair of bench-dpdk, briefly: DPDK's C l2fwd and ours under callgrind on net_null and
 # on nicsim, and the overload test (about a minute). Part of `make test-slow`.
@@ -162,6 +163,7 @@ bench: setup build
 	$(MAKE) bench-virtio
 	$(MAKE) bench-vfio
 	$(MAKE) bench-queues
+	$(MAKE) bench-xdp
 
 # virtio-net: the Rust driver (modern and legacy interface) beside the C baseline's (legacy)
 # between nicsim's virtio-net functions, instructions and estimated cycles per packet under
@@ -179,6 +181,16 @@ VFIO_SECONDS ?= 5
 VFIO_ROUNDS ?= 3
 bench-vfio: setup build
 	target/release/safenic bench-vfio --callgrind-seconds $(VFIO_SECONDS) --rounds $(VFIO_ROUNDS) --splice docs/results.md
+
+# AF_XDP: the Rust driver beside the C baseline (libxdp) between two veth pairs of namespaces
+# it makes, copy mode, each fed by safenic gen through AF_XDP: instructions and estimated cycles
+# per packet under callgrind, then packets per second and CPU time per packet in user space and
+# in the kernel, in interleaved rounds. Writes its table into docs/results.md (docs/afxdp.md).
+XDP_SECONDS ?= 8
+XDP_RATE_SECONDS ?= 5
+XDP_ROUNDS ?= 3
+bench-xdp: setup build
+	target/release/safenic bench-xdp --callgrind-seconds $(XDP_SECONDS) --rate-seconds $(XDP_RATE_SECONDS) --rounds $(XDP_ROUNDS) --splice docs/results.md
 
 # Every driver with several queue pairs (Rust, C clang, C gcc, Ada) in every model on 1, 2, 4 and 16
 # queue pairs of one core, RSS spreading 1024 flows: instructions and estimated cycles per packet

@@ -188,10 +188,11 @@ impl<'a, const N: usize> TxQueue<'a, N> {
     }
 
     /// Wakes the kernel if frames wait on the transmit ring and it asks to be woken (in copy
-    /// mode always: it sends at most a burst per call).
+    /// mode always: it sends at most a burst per call). Frames it took and has not completed
+    /// need no call.
     #[inline(always)]
     fn kick(&mut self) {
-        if !self.sent.is_empty() && self.rings.tx.needs_wakeup() {
+        if self.rings.tx.unconsumed() && self.rings.tx.needs_wakeup() {
             if let Err(errno) = self.socket.wake_tx() {
                 self.failed.get_or_insert(errno);
             }

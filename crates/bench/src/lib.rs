@@ -33,6 +33,7 @@ pub mod rfc2544;
 pub mod rss;
 pub mod vfio;
 pub mod virtio;
+pub mod xdp;
 
 use callgrind::Events;
 use nicsim::control::{PortStats, Stats};

@@ -10,6 +10,7 @@ mod bench_isolation;
 mod bench_queues;
 mod bench_vfio;
 mod bench_virtio;
+mod bench_xdp;
 mod chaos;
 mod filter;
 mod fwd;
@@ -272,6 +273,11 @@ enum Cmd {
     /// between nicsim's virtio-net functions: instructions and estimated cycles per forwarded
     /// packet under callgrind, in interleaved rounds. Needs root and valgrind (scripts/setup).
     BenchVirtio(bench_virtio::Args),
+    /// The Rust driver beside the C baseline (libxdp) over AF_XDP between two veth pairs of
+    /// namespaces it makes, in copy mode: instructions and estimated cycles per forwarded
+    /// packet under callgrind, packets per second and CPU time per packet in user space and in
+    /// the kernel, in interleaved rounds. Needs root and valgrind (scripts/setup).
+    BenchXdp(bench_xdp::Args),
     /// Each driver and model through sysfs (root, physical addresses) and through VFIO (as
     /// nobody under `nicsim exec --vfio`, IOVAs): instructions and estimated cycles per
     /// forwarded packet under callgrind, paired in one run. Needs root and valgrind.
@@ -474,6 +480,7 @@ fn main() -> ExitCode {
         Cmd::BenchDpdk(args) => bench_dpdk::run(&args),
         Cmd::BenchIsolation(args) => bench_isolation::run(&args),
         Cmd::BenchVirtio(args) => bench_virtio::run(&args),
+        Cmd::BenchXdp(args) => bench_xdp::run(&args),
         Cmd::BenchVfio(args) => bench_vfio::run(&args),
         Cmd::BenchQueues(args) => bench_queues::run(&args),
     };

@@ -124,6 +124,39 @@ fn bench_virtio_compares_each_rust_interface_with_each_c_build() {
     assert_eq!(leftovers_of_any_bench(), Vec::<String>::new(), "the runs leave nothing in /dev/shm");
 }
 
+#[test]
+fn bench_xdp_compares_the_rust_driver_with_each_c_build_over_af_xdp() {
+    // The whole command, briefly: veths, generators, every driver under callgrind and at rate.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_safenic"))
+        .args(["bench-xdp", "--callgrind-seconds", "1", "--rate-seconds", "0.5", "--rounds", "1"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    for driver in ["rust", "c-clang", "c-gcc"] {
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(&format!("| {driver} |")))
+            .unwrap_or_else(|| panic!("{driver}: {text}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (packets, per, cycles): (u64, f64, f64) =
+            (cells[2].parse().unwrap(), cells[3].parse().unwrap(), cells[4].parse().unwrap());
+        assert!(packets > 1_000, "{row}");
+        // The loop's own work: tens to hundreds of instructions per packet, not the thousands
+        // that setup or idle polling would add; the cache and branch simulations add to it.
+        assert!((20.0..1_000.0).contains(&per) && cycles > per, "{row}");
+        let (mpps, user, kernel): (f64, f64, f64) =
+            (cells[6].parse().unwrap(), cells[7].parse().unwrap(), cells[8].parse().unwrap());
+        assert!(mpps > 0.0 && user + kernel > 0.0, "a rate and CPU time were measured: {row}");
+    }
+    for c in ["c-clang", "c-gcc"] {
+        assert!(text.contains(&format!("Rust / {c}: instructions ")), "{c}: {text}");
+    }
+    let left = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&left.stdout).contains("safenic-xdp-bench"), "its namespaces go with it");
+    assert_eq!(leftovers_of_any_bench(), Vec::<String>::new(), "the runs leave nothing in /dev/shm");
+}
+
 /// What any harness session left in /dev/shm (the command runs in a process of its own).
 fn leftovers_of_any_bench() -> Vec<String> {
     std::fs::read_dir("/dev/shm")

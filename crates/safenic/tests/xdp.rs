@@ -10,6 +10,7 @@
 
 use crate::common;
 
+use bench::xdp::{in_ns, Veths, ADDRESS};
 use common::{Driver, RUST};
 use nicsim::wire::{read_pcap, TrafficSpec};
 use platform::fs::ScratchDir;
@@ -20,99 +21,39 @@ use std::time::{Duration, Instant};
 
 const C_CLANG: Driver = Driver { name: "c-clang", command: "drivers/c/build/{isa}/clang/safenic-c-{mode} fwd" };
 
-/// Addresses in a subnet reserved for documentation (RFC 5737).
-const ADDRESS: [&str; 2] = ["198.51.100.1", "198.51.100.2"];
-
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("running ip (iproute2)");
     assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-fn in_ns(ns: &str, cmd: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns]).args(cmd);
-    c
-}
-
-/// Two outer namespaces, each with one end of a veth pair whose other end is in the middle
-/// namespace, where the driver runs; all removed when dropped.
-struct Veths {
-    /// Outer a, outer b, middle.
-    ns: [String; 3],
-    /// The outer ends (in ns[0] and ns[1]) and the middle ends.
-    outer: [String; 2],
-    inner: [String; 2],
+/// bench::xdp's namespaces and veths, and a scratch directory for captures.
+struct Net {
+    v: Veths,
     scratch: ScratchDir,
 }
 
-impl Drop for Veths {
-    fn drop(&mut self) {
-        // Deleting a namespace deletes its veth ends, and with them their peers.
-        for ns in &self.ns {
-            let _ = Command::new("ip").args(["netns", "delete", ns]).status();
-        }
+impl std::ops::Deref for Net {
+    type Target = Veths;
+    fn deref(&self) -> &Veths {
+        &self.v
     }
 }
 
-/// A MAC address for end `i` (locally administered).
-fn mac(i: usize) -> String {
-    format!("02:00:5e:00:53:{:02x}", i + 1)
-}
-
-impl Veths {
-    fn new(tag: &str) -> Veths {
-        let id = std::process::id() % 100_000;
-        let ns = ["a", "b", "m"].map(|s| format!("safenic-xdp-{tag}-{id}-{s}"));
-        let outer = [format!("sx{id}a0"), format!("sx{id}b0")];
-        let inner = [format!("sx{id}a1"), format!("sx{id}b1")];
+impl Net {
+    fn new(tag: &str) -> Net {
         let scratch = ScratchDir::new(common::SCRATCH_PREFIX, &format!("veths-{tag}")).unwrap();
-        for n in &ns {
-            let _ = Command::new("ip").args(["netns", "delete", n]).stderr(Stdio::null()).status();
-        }
-        let v = Veths { ns, outer, inner, scratch };
-        for n in &v.ns {
-            ip(&["netns", "add", n]);
-            for key in ["all", "default"] {
-                let sysctl = format!("net.ipv6.conf.{key}.disable_ipv6=1");
-                assert!(in_ns(n, &["sysctl", "-qw", &sysctl]).status().unwrap().success());
-            }
-            ip(&["-n", n, "link", "set", "lo", "up"]);
-        }
-        for i in 0..2 {
-            let (o, n, m) = (&v.outer[i], &v.ns[i], &v.ns[2]);
-            ip(&[
-                "-n",
-                n,
-                "link",
-                "add",
-                o,
-                "address",
-                &mac(i),
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &v.inner[i],
-                "netns",
-                m,
-            ]);
-            ip(&["-n", n, "addr", "add", &format!("{}/24", ADDRESS[i]), "dev", o]);
-            ip(&["-n", n, "neigh", "add", ADDRESS[1 - i], "lladdr", &mac(1 - i), "dev", o, "nud", "permanent"]);
-            // The stack leaves TCP and UDP checksums to a NIC that a veth does not have; an
-            // AF_XDP socket gets the frame as it is, so the stack must fill them in itself.
-            let off = in_ns(n, &["ethtool", "-K", o, "tx", "off"]).output().expect("running ethtool");
-            assert!(off.status.success(), "ethtool -K {o} tx off: {}", String::from_utf8_lossy(&off.stderr));
-            ip(&["-n", n, "link", "set", o, "up"]);
-            ip(&["-n", m, "link", "set", &v.inner[i], "up"]);
-        }
-        v
+        Net { v: Veths::new(tag).expect("namespaces and veths"), scratch }
+    }
+
+    fn counters(&self, i: usize) -> (u64, u64) {
+        self.v.counters(i).unwrap()
     }
 
     /// `driver flexible xdp:a1 xdp:b1 --mac-rewrite none` in the middle namespace, once it
     /// says that it forwards; its standard output, to read the summary from.
     fn forward(&self, driver: Driver, extra: &[&str]) -> (Reaped, BufReader<ChildStdout>) {
-        let ports = self.inner.clone().map(|i| format!("xdp:{i}"));
-        self.forward_between(driver, &ports[0], &ports[1], extra)
+        let [a, b] = self.ports();
+        self.forward_between(driver, &a, &b, extra)
     }
 
     /// `driver flexible A B --mac-rewrite none …` in the middle namespace, once every AF_XDP
@@ -175,17 +116,6 @@ impl Veths {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
-
-    /// An outer end's counters, as `ip -s link` has them: (packets sent, packets received).
-    fn counters(&self, i: usize) -> (u64, u64) {
-        let out = Command::new("ip")
-            .args(["-n", &self.ns[i], "-s", "-j", "link", "show", "dev", &self.outer[i]])
-            .output()
-            .unwrap();
-        let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ip -j's JSON");
-        let stats = &json[0]["stats64"];
-        (stats["tx"]["packets"].as_u64().unwrap(), stats["rx"]["packets"].as_u64().unwrap())
-    }
 }
 
 /// The rest of the driver's output once it stopped: (a→b, b→a) packets, and every line.
@@ -220,7 +150,7 @@ fn kernel_lost(text: &str, port: &str) -> u64 {
 /// Everything the issue asks of a path through `driver` over AF_XDP: ping both ways with 56 and
 /// 1472 bytes, a capture behind it, iperf3 TCP and UDP, every frame counted.
 fn peers_talk_through(driver: Driver) {
-    let v = Veths::new(&format!("talk-{}", driver.name));
+    let v = Net::new(&format!("talk-{}", driver.name));
     let before = [v.counters(0), v.counters(1)];
     let (fwd, mut out) = v.forward(driver, &[]);
     let capture = v.scratch.path().join("b.pcap");
@@ -295,7 +225,7 @@ fn a_link_going_down_or_an_interface_deleted_under_the_driver_ends_it_with_one_l
         (C_CLANG, "c-down", "went down"),
         (C_CLANG, "c-gone", "was deleted"),
     ] {
-        let v = Veths::new(tag);
+        let v = Net::new(tag);
         let (fwd, _out) = v.forward(driver, &[]);
         let (m, port) = (&v.ns[2], &v.inner[0]);
         match tag.ends_with("down") {
@@ -323,7 +253,7 @@ fn bad_input_to_the_c_baseline_over_af_xdp_is_one_line_that_names_the_fix() {
 }
 
 fn bad_input(driver: Driver) {
-    let v = Veths::new(&format!("bad-{}", driver.name));
+    let v = Net::new(&format!("bad-{}", driver.name));
     let [a, b] = v.inner.clone().map(|i| format!("xdp:{i}"));
     let m = &v.ns[2];
     let run = |prefix: &[&str], args: &[&str]| {
@@ -365,7 +295,7 @@ fn bad_input(driver: Driver) {
 /// frame counted at both ends.
 fn af_xdp_and_a_nicsim_port(device: nicsim::pciconfig::Kind, tag: &str) {
     let sim = common::Sim::start_devices(&format!("nicsim-{tag}"), &[device]);
-    let v = Veths::new(tag);
+    let v = Net::new(tag);
     let xdp = format!("xdp:{}", v.inner[0]);
     let devices = sim.devices();
     let (fwd, mut out) = v.forward_between(RUST, &xdp, common::A, &["--sysfs", &devices, "--cpu", "1"]);

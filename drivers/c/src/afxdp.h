@@ -133,9 +133,12 @@ static inline __attribute__((always_inline)) void xdp_reclaim(struct xdp_port *r
 	p->outstanding -= done < p->outstanding ? done : p->outstanding;
 }
 
+// Wakes the kernel if frames wait on the transmit ring (not yet taken: those it took and has not
+// completed need no call) and it asks to be woken.
 static inline __attribute__((always_inline)) void xdp_kick(struct xdp_port *restrict p)
 {
-	if (p->outstanding != 0 && xsk_ring_prod__needs_wakeup(&p->tx)) {
+	if (__atomic_load_n(p->tx.consumer, __ATOMIC_ACQUIRE) != p->tx.cached_prod &&
+	    xsk_ring_prod__needs_wakeup(&p->tx)) {
 		xdp_wake_tx(p);
 	}
 }

@@ -162,6 +162,12 @@ impl<T: Copy, const N: usize> Producer<T, N> {
         self.ring.word(self.ring.producer).store(self.ring.own, Ordering::Release);
     }
 
+    /// Whether the kernel has not consumed every entry published yet.
+    #[inline(always)]
+    pub fn unconsumed(&self) -> bool {
+        self.ring.word(self.ring.consumer).load(Ordering::Acquire) != self.ring.own
+    }
+
     /// Whether the kernel asks for a system call before it looks at the ring again.
     #[inline(always)]
     pub fn needs_wakeup(&self) -> bool {
