@@ -8,7 +8,7 @@ CARGO ?= cargo
 ISA ?= $(shell scripts/isa-level)
 export RUSTFLAGS := -C target-cpu=$(ISA)
 
-.PHONY: all setup build audit-tool vet demo test test-slow check test-mpk test-tinynf test-peers test-chaos soak chaos-report bench bench-smoke bench-dpdk-smoke bench-dpdk bench-isolation bench-virtio bench-vfio bench-queues bench-xdp audit sanitize fuzz stress fmt clean
+.PHONY: all setup build audit-tool vet demo test test-slow check test-mpk test-tinynf test-peers test-chaos soak chaos-report bench bench-smoke bench-dpdk-smoke bench-dpdk bench-isolation bench-virtio bench-vfio bench-queues bench-xdp test-xdp-slow audit sanitize fuzz stress fmt clean
 
 all: build
 
@@ -50,6 +50,13 @@ test-slow: setup
 	$(MAKE) test-mpk
 	$(MAKE) bench-smoke
 	$(MAKE) bench-dpdk-smoke
+	$(MAKE) test-xdp-slow
+
+# What of AF_XDP does not fit `make test`'s 15 minutes: the C baseline's peers and bad-input
+# tests over AF_XDP, and bench-xdp's table checked (tests/xdp.rs, tests/bench.rs, their ignored
+# tests).
+test-xdp-slow: setup
+	$(CARGO) test -p safenic --test all -- --test-threads=1 --ignored xdp:: bench::bench_xdp
 
 # The contributors' fast loop, at most 3 minutes on a warm tree: format, clippy, the workspace's
 # unit tests, and one forwarding test per driver: the const model of each driver of the

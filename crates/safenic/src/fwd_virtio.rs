@@ -159,12 +159,41 @@ fn forward_virtio_filtered(
 }
 
 /// What a forwarding run did, for the summary line.
-struct Outcome {
-    counts: [u64; 2],
+pub struct Outcome {
+    pub counts: [u64; 2],
     /// Why a device stopped forwarding, if one did.
-    broken: Option<String>,
-    malformed: u64,
-    dropped: u64,
+    pub broken: Option<String>,
+    pub malformed: u64,
+    pub dropped: u64,
+}
+
+impl Outcome {
+    /// Prints the filter's line, if there is a filter, and the summary line (`kind`: the ports'
+    /// kind, at its end), then ends with why a device stopped forwarding, if one did: after the
+    /// summary, so that what was forwarded is not lost with the error.
+    pub fn report(self, o: &Options, filter: Option<&Filter>, secs: f64, kind: &str) -> Result<(), String> {
+        if let Some(f) = filter {
+            cli::outln!("{}", f.summary())?;
+        }
+        let c = self.counts;
+        cli::outln!(
+            "safenic fwd flexible: {} -> {} {} packets, {} -> {} {} packets, {:.1} s, {:.3} Mpps, {} malformed, {} dropped ({kind})",
+            o.input,
+            o.output,
+            c[0],
+            o.output,
+            o.input,
+            c[1],
+            secs,
+            (c[0] + c[1]) as f64 / secs.max(1e-9) / 1e6,
+            self.malformed,
+            self.dropped
+        )?;
+        match self.broken {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Runs the loop over `ab` and `ba` with the rewrite `o` asks for, through `filter` if given,
@@ -296,27 +325,5 @@ pub fn run(o: &Options, virtio: [bool; 2]) -> Result<(), String> {
             mixed(o, filter.as_mut(), &x, &v, virtio_is_input).map_err(e)?
         }
     };
-    if let Some(f) = &filter {
-        cli::outln!("{}", f.summary())?;
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let c = outcome.counts;
-    cli::outln!(
-        "safenic fwd flexible: {} -> {} {} packets, {} -> {} {} packets, {:.1} s, {:.3} Mpps, {} malformed, {} dropped (virtio)",
-        o.input,
-        o.output,
-        c[0],
-        o.output,
-        o.input,
-        c[1],
-        secs,
-        (c[0] + c[1]) as f64 / secs.max(1e-9) / 1e6,
-        outcome.malformed,
-        outcome.dropped
-    )?;
-    // After the summary, so that what was forwarded is not lost with the error.
-    match outcome.broken {
-        Some(why) => Err(why),
-        None => Ok(()),
-    }
+    outcome.report(o, filter.as_ref(), start.elapsed().as_secs_f64(), "virtio")
 }

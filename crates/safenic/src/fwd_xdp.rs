@@ -25,13 +25,10 @@ pub const XDP_RING: usize = 1024;
 /// are the most an AF_XDP receive queue can hold ([`afxdp::queues::CHUNKS`]).
 pub const XDP_POOL: usize = afxdp::queues::CHUNKS / 2;
 
-/// What a run did, for the summary lines.
+/// What a run did, for the summary lines, and one line per AF_XDP port: how it was bound and
+/// what the kernel counted.
 struct Outcome {
-    counts: [u64; 2],
-    broken: Option<String>,
-    malformed: u64,
-    dropped: u64,
-    /// One line per AF_XDP port: how it was bound and what the kernel counted.
+    run: crate::fwd_virtio::Outcome,
     ports: Vec<String>,
 }
 
@@ -93,7 +90,8 @@ fn with_xdp_port<'a, RO: Receive<'a>, TO: Transmit<'a>>(
         forward_both(o, filter, &watched, &mut ox, &mut xo)
     };
     let dropped = xo.stop() + ox.stop();
-    Ok(Outcome { counts, broken, malformed: rx_x.refused, dropped, ports: vec![describe(&port)] })
+    let run = crate::fwd_virtio::Outcome { counts, broken, malformed: rx_x.refused, dropped };
+    Ok(Outcome { run, ports: vec![describe(&port)] })
 }
 
 /// Both ports AF_XDP.
@@ -115,7 +113,8 @@ fn both_xdp(
     let (counts, broken) = forward_both(o, filter, &|| pa.broken().or_else(|| pb.broken()), &mut ab, &mut ba);
     let dropped = ab.stop() + ba.stop();
     let malformed = rx_a.refused + rx_b.refused;
-    Ok(Outcome { counts, broken, malformed, dropped, ports: vec![describe(&pa), describe(&pb)] })
+    let run = crate::fwd_virtio::Outcome { counts, broken, malformed, dropped };
+    Ok(Outcome { run, ports: vec![describe(&pa), describe(&pb)] })
 }
 
 /// `safenic fwd` when a port is AF_XDP: `kinds` are the input's and the output's, `other`
@@ -168,7 +167,7 @@ pub fn run(o: &Options, kinds: [PortKind; 2], other: PortKind) -> Result<(), Str
                 &mut tx_o,
                 &|| None,
             )?;
-            outcome.malformed += rx_o.refused.total();
+            outcome.run.malformed += rx_o.refused.total();
             outcome
         }
         PortKind::Virtio => {
@@ -192,33 +191,12 @@ pub fn run(o: &Options, kinds: [PortKind; 2], other: PortKind) -> Result<(), Str
                 &mut tx_o,
                 &|| v.broken(),
             )?;
-            outcome.malformed += rx_o.refused;
+            outcome.run.malformed += rx_o.refused;
             outcome
         }
     };
-    if let Some(f) = &filter {
-        cli::outln!("{}", f.summary())?;
-    }
     for line in &outcome.ports {
         cli::outln!("{line}")?;
     }
-    let secs = start.elapsed().as_secs_f64();
-    let c = outcome.counts;
-    cli::outln!(
-        "safenic fwd flexible: {} -> {} {} packets, {} -> {} {} packets, {:.1} s, {:.3} Mpps, {} malformed, {} dropped (AF_XDP)",
-        o.input,
-        o.output,
-        c[0],
-        o.output,
-        o.input,
-        c[1],
-        secs,
-        (c[0] + c[1]) as f64 / secs.max(1e-9) / 1e6,
-        outcome.malformed,
-        outcome.dropped
-    )?;
-    match outcome.broken {
-        Some(why) => Err(why),
-        None => Ok(()),
-    }
+    outcome.run.report(o, filter.as_ref(), start.elapsed().as_secs_f64(), "AF_XDP")
 }

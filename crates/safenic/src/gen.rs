@@ -65,15 +65,7 @@ pub fn run(o: &Options) -> Result<(), String> {
         let parts = mem.parts()?;
         let mut pool = parts.pool;
         let mut tx = TxQueue::<RING>::new(&dev, parts.tx)?;
-        let frame = udp_frame(o.size, dev.mac());
-        let length = ixgbe::PacketLength::new(frame.len()).ok_or(DriverError::Invalid("frame size".into()))?;
-        // Every buffer of this pool carries the same frame: write it once, not per packet.
-        let mut all: Vec<_> = std::iter::from_fn(|| pool.take()).collect();
-        for b in all.iter_mut() {
-            b.data().copy_from(0, &frame);
-            b.length = length;
-        }
-        all.into_iter().for_each(|b| pool.give(b));
+        load_frame(&mut pool, &udp_frame(o.size, dev.mac())).map_err(DriverError::Invalid)?;
         let mut batch = Batch::<BATCH>::default();
         let start = Instant::now();
         let until = o.seconds.map(|s| start + Duration::from_secs_f64(s));
@@ -105,13 +97,7 @@ pub fn run(o: &Options) -> Result<(), String> {
         Ok((queued - unsent, unsent, start.elapsed()))
     };
     let (sent, unsent, took) = run().map_err(|e| e.to_string())?;
-    let secs = took.as_secs_f64();
-    cli::outln!(
-        "safenic gen {}: {sent} packets of {} bytes sent in {secs:.1} s ({:.3} Mpps)",
-        o.port,
-        o.size,
-        sent as f64 / secs.max(1e-9) / 1e6
-    )?;
+    say_sent(o, sent, took.as_secs_f64())?;
     if unsent > 0 {
         return Err(format!(
             "{unsent} packets were still queued {} s after the last one: the link partner is pausing {} or its link is down",
@@ -120,6 +106,30 @@ pub fn run(o: &Options) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Writes `frame` into every buffer of `pool`, once: they all carry it, so nothing is written
+/// per packet.
+fn load_frame(pool: &mut ixgbe::queues::BufferPool<'_>, frame: &[u8]) -> Result<(), String> {
+    let length = ixgbe::PacketLength::new(frame.len()).ok_or("a frame longer than a buffer")?;
+    let mut all: Vec<_> = std::iter::from_fn(|| pool.take()).collect();
+    for b in all.iter_mut() {
+        b.data().copy_from(0, frame);
+        b.length = length;
+    }
+    all.into_iter().for_each(|b| pool.give(b));
+    Ok(())
+}
+
+/// The line `gen` ends with.
+fn say_sent(o: &Options, sent: u64, secs: f64) -> Result<(), String> {
+    cli::outln!(
+        "safenic gen {}: {sent} packets of {} bytes sent in {secs:.1} s ({:.3} Mpps)",
+        o.port,
+        o.size,
+        sent as f64 / secs.max(1e-9) / 1e6
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// The source address of the frames an AF_XDP port sends (locally administered).
@@ -142,14 +152,7 @@ fn run_xdp(o: &Options) -> Result<(), String> {
     let (umem, pools) = frames.parts().map_err(e)?;
     let [mut pool, mut unused]: [_; 2] = pools.try_into().map_err(|_| "two pools".to_string())?;
     let (port, (_rx, mut tx)) = afxdp::Port::open::<RING>(&spec, umem, afxdp::BindMode::Auto, &mut unused)?;
-    let frame = udp_frame(o.size, XDP_SOURCE_MAC);
-    let length = ixgbe::PacketLength::new(frame.len()).ok_or("frame size")?;
-    let mut all: Vec<_> = std::iter::from_fn(|| pool.take()).collect();
-    for b in all.iter_mut() {
-        b.data().copy_from(0, &frame);
-        b.length = length;
-    }
-    all.into_iter().for_each(|b| pool.give(b));
+    load_frame(&mut pool, &udp_frame(o.size, XDP_SOURCE_MAC))?;
     let mut batch = Batch::<BATCH>::default();
     let start = Instant::now();
     let until = o.seconds.map(|s| start + Duration::from_secs_f64(s));
@@ -182,14 +185,7 @@ fn run_xdp(o: &Options) -> Result<(), String> {
         std::thread::sleep(Duration::from_micros(50));
     }
     let unsent = tx.in_flight() as u64;
-    let secs = start.elapsed().as_secs_f64();
-    let sent = queued - unsent;
-    cli::outln!(
-        "safenic gen {}: {sent} packets of {} bytes sent in {secs:.1} s ({:.3} Mpps)",
-        o.port,
-        o.size,
-        sent as f64 / secs.max(1e-9) / 1e6
-    )?;
+    say_sent(o, queued - unsent, start.elapsed().as_secs_f64())?;
     if unsent > 0 {
         return Err(format!(
             "{unsent} packets were still queued {} s after the last one: {} did not send them",

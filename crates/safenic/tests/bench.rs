@@ -125,6 +125,7 @@ fn bench_virtio_compares_each_rust_interface_with_each_c_build() {
 }
 
 #[test]
+#[ignore = "make test-slow runs it, with the benches' other smoke runs"]
 fn bench_xdp_compares_the_rust_driver_with_each_c_build_over_af_xdp() {
     // The whole command, briefly: veths, generators, every driver under callgrind and at rate.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_safenic"))

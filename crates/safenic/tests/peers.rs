@@ -10,7 +10,7 @@
 
 use crate::common;
 
-use common::{Driver, A, B, RUST};
+use common::{in_ns, Driver, A, B, RUST};
 use nicsim::session::Session;
 use nicsim::wire::read_pcap;
 use platform::fs::ScratchDir;
@@ -27,13 +27,6 @@ const ADDRESS: [&str; 2] = ["192.0.2.1", "192.0.2.2"];
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("running ip (iproute2)");
     assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// `ip netns exec NS cmd…` as a command.
-fn in_ns(ns: &str, cmd: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns]).args(cmd);
-    c
 }
 
 /// Two namespaces with a TAP each, joined by nicsim's ports; all removed when dropped.
@@ -121,44 +114,14 @@ impl Peers {
         child
     }
 
-    /// `ping -s size` from namespace `from` to the other's address: three replies, 200 ms
-    /// apart (root may ask for less than ping's default second), with up to a minute for them
-    /// (ARP first), so that only a path that does not work fails.
+    /// `ping -s size` from namespace `from` to the other's address.
     fn ping(&self, from: usize, size: usize) {
-        let size = size.to_string();
-        let out = in_ns(&self.ns[from], &["ping", "-c", "3", "-i", "0.2", "-s", &size, "-w", "60", ADDRESS[1 - from]])
-            .output()
-            .expect("running ping (iputils-ping)");
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && text.contains(" 0% packet loss"),
-            "ping -s {size} from {}: {text}",
-            self.ns[from]
-        );
+        common::ping_from(&self.ns[from], ADDRESS[1 - from], size);
     }
 
     /// An iperf3 transfer from namespace a to b (`udp`: 100 Mb/s of UDP): what the client says.
     fn iperf(&self, udp: bool) -> String {
-        let mut server = Reaped::spawn(
-            in_ns(&self.ns[1], &["iperf3", "-s", "-1", "-B", ADDRESS[1]]).stdout(Stdio::null()).stderr(Stdio::null()),
-        )
-        .expect("running iperf3");
-        let mut args = vec!["iperf3", "-c", ADDRESS[1], "-t", "1", "--connect-timeout", "2000"];
-        if udp {
-            args.extend(["-u", "-b", "100M"]);
-        }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let out = in_ns(&self.ns[0], &args).output().expect("running iperf3");
-            let text = String::from_utf8_lossy(&out.stdout).to_string();
-            if out.status.success() {
-                let _ = server.try_wait();
-                return text;
-            }
-            // The server may not listen yet.
-            assert!(Instant::now() < deadline, "iperf3 {args:?}: {text} {}", String::from_utf8_lossy(&out.stderr));
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        common::iperf_between(&self.ns[0], &self.ns[1], ADDRESS[1], udp)
     }
 }
 

@@ -82,39 +82,12 @@ impl Net {
     }
 
     fn ping(&self, from: usize, size: usize) {
-        let size = size.to_string();
-        let out = in_ns(&self.ns[from], &["ping", "-c", "3", "-i", "0.2", "-s", &size, "-w", "30", ADDRESS[1 - from]])
-            .output()
-            .expect("running ping (iputils-ping)");
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && text.contains(" 0% packet loss"),
-            "ping -s {size} from {}: {text}",
-            self.ns[from]
-        );
+        common::ping_from(&self.ns[from], ADDRESS[1 - from], size);
     }
 
     /// An iperf3 transfer from a to b (`udp`: 100 Mb/s of UDP): what the client says.
     fn iperf(&self, udp: bool) -> String {
-        let mut server = Reaped::spawn(
-            in_ns(&self.ns[1], &["iperf3", "-s", "-1", "-B", ADDRESS[1]]).stdout(Stdio::null()).stderr(Stdio::null()),
-        )
-        .expect("running iperf3");
-        let mut args = vec!["iperf3", "-c", ADDRESS[1], "-t", "1", "--connect-timeout", "2000"];
-        if udp {
-            args.extend(["-u", "-b", "100M"]);
-        }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let out = in_ns(&self.ns[0], &args).output().expect("running iperf3");
-            let text = String::from_utf8_lossy(&out.stdout).to_string();
-            if out.status.success() {
-                let _ = server.try_wait();
-                return text;
-            }
-            assert!(Instant::now() < deadline, "iperf3 {args:?}: {text} {}", String::from_utf8_lossy(&out.stderr));
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        common::iperf_between(&self.ns[0], &self.ns[1], ADDRESS[1], udp)
     }
 }
 
@@ -213,6 +186,7 @@ fn linux_peers_talk_through_the_rust_driver_over_af_xdp_and_every_frame_is_count
 }
 
 #[test]
+#[ignore = "make test-slow runs it: the C baseline over AF_XDP, beside the Rust driver's test"]
 fn linux_peers_talk_through_the_c_baseline_over_af_xdp_and_every_frame_is_counted() {
     peers_talk_through(C_CLANG);
 }
@@ -248,6 +222,7 @@ fn bad_input_over_af_xdp_is_one_line_that_names_the_fix() {
 }
 
 #[test]
+#[ignore = "make test-slow runs it: the C baseline over AF_XDP, beside the Rust driver's test"]
 fn bad_input_to_the_c_baseline_over_af_xdp_is_one_line_that_names_the_fix() {
     bad_input(C_CLANG);
 }

@@ -598,3 +598,43 @@ pub fn platform_failures_name_the_fix(driver: Driver) {
     let e = fwd_error(driver, "restricted", &[A, B, "--sysfs", &sim.devices()]);
     assert!(e.contains("bound to the kernel driver `ixgbe`") && e.contains("unbind"), "{e}");
 }
+
+/// `ip netns exec NS cmd…` as a command.
+pub use bench::xdp::in_ns;
+
+/// `ping -s size` from namespace `ns` to `to`: three replies, 200 ms apart (root may ask for
+/// less than ping's default second), with up to a minute for them (ARP first), so that only a
+/// path that does not work fails.
+pub fn ping_from(ns: &str, to: &str, size: usize) {
+    let size = size.to_string();
+    let out = in_ns(ns, &["ping", "-c", "3", "-i", "0.2", "-s", &size, "-w", "60", to])
+        .output()
+        .expect("running ping (iputils-ping)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains(" 0% packet loss"), "ping -s {size} from {ns}: {text}");
+}
+
+/// An iperf3 transfer from namespace `client` to a server at `address` in namespace `server`
+/// (`udp`: 100 Mb/s of UDP): what the client says.
+pub fn iperf_between(client: &str, server: &str, address: &str, udp: bool) -> String {
+    let mut listening = Reaped::spawn(
+        in_ns(server, &["iperf3", "-s", "-1", "-B", address]).stdout(Stdio::null()).stderr(Stdio::null()),
+    )
+    .expect("running iperf3");
+    let mut args = vec!["iperf3", "-c", address, "-t", "1", "--connect-timeout", "2000"];
+    if udp {
+        args.extend(["-u", "-b", "100M"]);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = in_ns(client, &args).output().expect("running iperf3");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if out.status.success() {
+            let _ = listening.try_wait();
+            return text;
+        }
+        // The server may not listen yet.
+        assert!(Instant::now() < deadline, "iperf3 {args:?}: {text} {}", String::from_utf8_lossy(&out.stderr));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
