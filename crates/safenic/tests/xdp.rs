@@ -211,7 +211,10 @@ fn a_link_going_down_or_an_interface_deleted_under_the_driver_ends_it_with_one_l
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{tag}: {stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{tag}: one line: {stderr}");
-        assert!(stderr.contains(&format!("{port} {expected}")), "{tag}: {stderr}");
+        // An interface being deleted goes down first, and the driver may look in between (it
+        // looks again 100 ms later, so it rarely does): either line names the cause.
+        let either = tag.ends_with("gone") && stderr.contains(&format!("{port} went down"));
+        assert!(stderr.contains(&format!("{port} {expected}")) || either, "{tag}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }

@@ -157,19 +157,29 @@ void xdp_port_open(struct xdp_port *p, const char *spec, const struct xdp_area *
 	xdp_refill(p, pool);
 }
 
+static bool interface_gone(const struct xdp_port *p)
+{
+	return if_nametoindex(p->name) != p->ifindex || interface_up(p->name) < 0;
+}
+
 const char *xdp_port_broken(const struct xdp_port *p)
 {
 	static char why[160];
-	if (if_nametoindex(p->name) != p->ifindex || interface_up(p->name) < 0) {
-		snprintf(why, sizeof why, "%s was deleted (or left this network namespace)", p->name);
-		return why;
+	if (!interface_gone(p) && interface_up(p->name) == 1) {
+		return NULL;
 	}
-	if (interface_up(p->name) == 0) {
+	// A deleted interface goes down first: one seen down is looked at again a moment later,
+	// so that a deletion under way is most often named as one.
+	if (!interface_gone(p)) {
+		usleep(100000);
+	}
+	if (interface_gone(p)) {
+		snprintf(why, sizeof why, "%s was deleted (or left this network namespace)", p->name);
+	} else {
 		snprintf(why, sizeof why, "%s went down: bring it up with `ip link set %s up` and start again", p->name,
 		         p->name);
-		return why;
 	}
-	return NULL;
+	return why;
 }
 
 void xdp_port_describe(const struct xdp_port *p, char *out, size_t size)
