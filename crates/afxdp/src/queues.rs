@@ -165,14 +165,12 @@ pub struct TxQueue<'a, const N: usize> {
     sent: RingQueue<Buffer<'a>, N>,
     /// The UMEM's first byte (a buffer's offset is its address less this).
     base: usize,
-    /// The `errno` of the kernel's first refusal to send (the interface is gone or down).
-    pub failed: Option<i32>,
 }
 
 impl<'a, const N: usize> TxQueue<'a, N> {
     /// The transmit queue over `rings` of `socket`, whose UMEM starts at `umem_base`.
     pub fn new(rings: TxRings<N>, socket: XdpSocket, umem_base: usize) -> Self {
-        TxQueue { rings, socket, sent: RingQueue::new(), base: umem_base, failed: None }
+        TxQueue { rings, socket, sent: RingQueue::new(), base: umem_base }
     }
 
     /// Buffers of frames the kernel has sent, back to `pool`: as many of the oldest as the
@@ -193,9 +191,7 @@ impl<'a, const N: usize> TxQueue<'a, N> {
     #[inline(always)]
     fn kick(&mut self) {
         if self.rings.tx.unconsumed() && self.rings.tx.needs_wakeup() {
-            if let Err(errno) = self.socket.wake_tx() {
-                self.failed.get_or_insert(errno);
-            }
+            self.socket.wake_tx();
         }
     }
 

@@ -38,7 +38,6 @@ struct xdp_port {
 	struct xsk_ring_cons rx, comp;
 	const struct xdp_area *area;
 	int fd;
-	uint32_t outstanding;   // frames on the transmit ring not completed yet
 	uint64_t malformed;     // frames the kernel named by an offset or length refused here
 	bool zero_copy, native;
 };
@@ -130,7 +129,6 @@ static inline __attribute__((always_inline)) void xdp_reclaim(struct xdp_port *r
 		}
 	}
 	xsk_ring_cons__release(&p->comp, done);
-	p->outstanding -= done < p->outstanding ? done : p->outstanding;
 }
 
 // Wakes the kernel if frames wait on the transmit ring (not yet taken: those it took and has not
@@ -160,7 +158,6 @@ static inline __attribute__((always_inline)) unsigned xdp_tx_batch(struct xdp_po
 			d->options = 0;
 		}
 		xsk_ring_prod__submit(&p->tx, sent);
-		p->outstanding += sent;
 	} else {
 		sent = 0;
 	}

@@ -235,15 +235,12 @@ impl XdpSocket {
         let _ = rustix::net::recv(&*self.fd, &mut [0u8; 0][..], rustix::net::RecvFlags::DONTWAIT);
     }
 
-    /// Asks the kernel to send what the transmit ring holds. An error (the interface is
-    /// gone or down) is returned as its `errno`; a busy or full device is not one.
+    /// Asks the kernel to send what the transmit ring holds. Nothing to do if it fails: a busy
+    /// device is asked again next burst, and an interface down or gone is what the port's
+    /// watcher reports (`afxdp::Port::broken`).
     #[inline(never)]
-    pub fn wake_tx(&self) -> Result<(), i32> {
-        match rustix::net::send(&*self.fd, &[], rustix::net::SendFlags::DONTWAIT) {
-            Ok(_) => Ok(()),
-            Err(rustix::io::Errno::AGAIN | rustix::io::Errno::BUSY | rustix::io::Errno::NOBUFS) => Ok(()),
-            Err(e) => Err(e.raw_os_error()),
-        }
+    pub fn wake_tx(&self) {
+        let _ = rustix::net::send(&*self.fd, &[], rustix::net::SendFlags::DONTWAIT);
     }
 
     /// The socket's counters.
