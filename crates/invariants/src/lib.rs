@@ -40,7 +40,7 @@ pub mod volatile;
 pub use bounded::Bounded;
 pub use branded::{with_len, BrandedIndex, BrandedLen, BrandedVec};
 pub use ring::{ConstArray, ConstIndex, RingArray, RingIndex};
-pub use slots::{ArrayStack, RingQueue};
+pub use slots::{take_top, ArrayStack, RingQueue};
 pub use volatile::{DeviceMemory, VolatileArray, VolatilePtr};
 pub use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 

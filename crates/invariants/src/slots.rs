@@ -60,6 +60,26 @@ impl<T, const CAP: usize> ArrayStack<T, CAP> {
         Ok(())
     }
 
+    /// Calls `f` with 0, 1, … for `n` values (no more than there is room for), pushing each
+    /// it returns; returns how many were pushed. One length update for all, and no room
+    /// check per value.
+    #[inline(always)]
+    pub fn push_each(&mut self, n: usize, mut f: impl FnMut(usize) -> Option<T>) -> usize {
+        let start = self.len();
+        let mut len = start;
+        // A panic in `f` leaves the length at `start`: what was pushed meanwhile leaks.
+        for k in 0..n.min(CAP - start) {
+            if let Some(value) = f(k) {
+                // SAFETY: len <= start + k < CAP, so the slot is in bounds; it is at or above
+                // the counted length, so nothing initialised is overwritten.
+                unsafe { self.items.get_unchecked_mut(len).write(value) };
+                len += 1;
+            }
+        }
+        self.len = len;
+        len - start
+    }
+
     /// The value on top, removed.
     #[inline(always)]
     pub fn pop(&mut self) -> Option<T> {
@@ -125,6 +145,25 @@ impl<T, const CAP: usize> Drop for ArrayStack<T, CAP> {
     fn drop(&mut self) {
         self.truncate_into(0, drop);
     }
+}
+
+/// Removes the top `n` values of `v` (all, if there are fewer), bottom first, handing each to
+/// `f`; returns how many. What `v.drain(len - n..).for_each(f)` does, without an `Option` per
+/// value: each is read straight out of the vector into `f`.
+#[inline(always)]
+pub fn take_top<T>(v: &mut Vec<T>, n: usize, mut f: impl FnMut(T)) -> usize {
+    let len = v.len();
+    let keep = len - n.min(len);
+    // As in `ArrayStack::take_front`: a panic in `f` leaks the rest.
+    // SAFETY: keep <= len, and the values below keep stay initialised.
+    unsafe { v.set_len(keep) };
+    let base = v.as_ptr();
+    for i in keep..len {
+        // SAFETY: i is in [keep, len): inside the allocation, initialised, and no longer
+        // counted by the vector (which `f` cannot reach: it is borrowed here), so read once.
+        f(unsafe { base.add(i).read() });
+    }
+    len - keep
 }
 
 /// A FIFO queue in a ring of `N` slots (a power of two), holding at most `N - 1` values, from
@@ -312,6 +351,31 @@ mod tests {
     }
 
     #[test]
+    fn push_each_pushes_what_f_returns_up_to_the_room_left() {
+        let mut s = ArrayStack::<Rc<u32>, 5>::new();
+        s.push(Rc::new(100)).unwrap();
+        let mut asked = vec![];
+        let pushed = s.push_each(3, |k| {
+            asked.push(k);
+            (k != 1).then(|| Rc::new(k as u32))
+        });
+        assert_eq!((pushed, asked), (2, vec![0, 1, 2]), "None pushes nothing");
+        assert_eq!(s.as_mut_slice().iter().map(|v| **v).collect::<Vec<_>>(), vec![100, 0, 2]);
+        let mut calls = 0;
+        assert_eq!(
+            s.push_each(9, |k| {
+                calls += 1;
+                Some(Rc::new(10 + k as u32))
+            }),
+            2,
+            "only the room left"
+        );
+        assert_eq!(calls, 2, "f is not called past the room left");
+        assert!(s.is_full());
+        assert_eq!(s.push_each(1, |_| panic!("no room")), 0);
+    }
+
+    #[test]
     fn take_front_hands_over_the_bottom_and_moves_the_rest_down() {
         let mut s = ArrayStack::<Rc<u32>, 5>::new();
         (1..=5).for_each(|v| s.push(Rc::new(v)).unwrap());
@@ -361,6 +425,34 @@ mod tests {
         assert!(s.is_empty(), "what was not handed over is forgotten");
         drop(s);
         assert_eq!(drops.get(), 2, "0 was dropped by the closure, 1 while unwinding; 2 and 3 leak");
+    }
+
+    #[test]
+    fn take_top_hands_over_the_top_bottom_first_and_each_value_once() {
+        extern crate std;
+        let drops = Cell::new(0);
+        let mut v: Vec<Counted> = (0..5).map(|i| Counted(i, &drops)).collect();
+        let mut got = vec![];
+        assert_eq!(take_top(&mut v, 2, |c| got.push(c.0)), 2);
+        assert_eq!(got, vec![3, 4]);
+        assert_eq!(v.iter().map(|c| c.0).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert_eq!(take_top(&mut v, 0, |_| panic!("nothing to take")), 0);
+        assert_eq!(take_top(&mut v, 9, |c| got.push(c.0)), 3, "all, when fewer than asked");
+        assert!(v.is_empty());
+        assert_eq!(got, vec![3, 4, 0, 1, 2]);
+        assert_eq!(drops.get(), 5, "each handed over and dropped once");
+        let mut w: Vec<Counted> = (0..4).map(|i| Counted(i, &drops)).collect();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            take_top(&mut w, 3, |c| {
+                if c.0 == 2 {
+                    panic!("in the middle");
+                }
+            })
+        }));
+        assert!(r.is_err());
+        assert_eq!(w.len(), 1, "the values taken and the rest are no longer counted");
+        drop(w);
+        assert_eq!(drops.get(), 5 + 3, "1 and 2 dropped as handed over, 0 with the vector; 3 leaks");
     }
 
     #[test]

@@ -86,10 +86,7 @@ impl<'a> BufferPool<'a> {
     /// one count update for all, not one per buffer. Returns how many were taken.
     #[inline(always)]
     pub fn take_each(&mut self, n: usize, f: impl FnMut(Buffer<'a>)) -> usize {
-        let start = self.free.len().saturating_sub(n);
-        let taken = self.free.len() - start;
-        self.free.drain(start..).for_each(f);
-        taken
+        invariants::take_top(&mut self.free, n, f)
     }
 
     /// Takes back, in block copies, the buffers at the front of `sent` up to (not including)
@@ -141,6 +138,14 @@ impl<'a, const B: usize> Batch<'a, B> {
     pub fn push(&mut self, b: Buffer<'a>) -> Result<(), Buffer<'a>> {
         self.items.push(b)
     }
+    /// Calls `f` with 0, 1, … for `n` buffers (no more than there is room for), adding each it
+    /// returns: what a receive queue does with the `n` descriptors it read. Returns how many
+    /// were added.
+    #[inline(always)]
+    pub fn push_each(&mut self, n: usize, f: impl FnMut(usize) -> Option<Buffer<'a>>) -> usize {
+        self.items.push_each(n, f)
+    }
+
     /// Moves the buffers, oldest first, to the back of `queue`, as many as fit, showing each
     /// to `f` with the slot it takes: what a transmit queue that keeps its buffers in order
     /// takes. Returns how many moved.
@@ -164,6 +169,12 @@ impl<'a, const B: usize> Batch<'a, B> {
     #[inline(always)]
     pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, Buffer<'a>> {
         self.items.as_mut_slice().iter_mut()
+    }
+    /// The buffers from the `first`th on (none, if there are fewer), oldest first: those a
+    /// receive added to what was waiting.
+    #[inline(always)]
+    pub fn since(&mut self, first: usize) -> std::slice::IterMut<'_, Buffer<'a>> {
+        self.items.as_mut_slice().get_mut(first..).unwrap_or_default().iter_mut()
     }
     /// Keeps, in order, the buffers whose index `keep` accepts; the others go back to `pool`.
     pub fn retain(&mut self, pool: &mut BufferPool<'a>, mut keep: impl FnMut(usize) -> bool) {

@@ -43,7 +43,7 @@ impl<'q, 'a, R: Receive<'a>, T: Transmit<'a>> AnyDirection<'q, 'a, R, T> {
             return 0;
         }
         if REWRITE {
-            for b in self.batch.iter_mut().skip(waiting) {
+            for b in self.batch.since(waiting) {
                 rewrite_macs(b.data());
             }
         }
@@ -60,7 +60,7 @@ impl<'q, 'a, R: Receive<'a>, T: Transmit<'a>> AnyDirection<'q, 'a, R, T> {
         }
         filter.apply(&mut self.batch, self.pool, waiting);
         if rewrite {
-            for b in self.batch.iter_mut().skip(waiting) {
+            for b in self.batch.since(waiting) {
                 rewrite_macs(b.data());
             }
         }
