@@ -4,6 +4,11 @@
 // that puts a received frame at the buffer's first byte. Both sockets register the same memory
 // as their UMEM, so one pool per direction serves both ports. libxdp loads its own program
 // (xsk_def_xdp_prog) where crates/afxdp loads six instructions of its own.
+//
+// As the 82599 queues of ixgbe.h hold the buffer of each descriptor, a port holds the buffers
+// it lent the kernel: to receive into by UMEM chunk (a received offset is taken only if its
+// chunk holds a lent buffer, so no buffer is ever in two places), and to send in order (the
+// completion count says how many of the oldest are done; its offsets are not read).
 #ifndef SAFENIC_C_AFXDP_H
 #define SAFENIC_C_AFXDP_H
 
@@ -19,6 +24,8 @@
 #define XDP_POOL 2048u
 // The fill ring is topped up once this many entries are free.
 #define XDP_REFILL_AT 32u
+// UMEM chunks a port holds buffers of: both pools' frames.
+#define XDP_CHUNKS (2 * XDP_POOL)
 
 // How the socket is bound: the kernel's choice (zero-copy where the driver has it), or forced.
 enum xdp_bind { XDP_BIND_AUTO, XDP_BIND_COPY, XDP_BIND_ZERO_COPY };
@@ -37,6 +44,9 @@ struct xdp_port {
 	struct xsk_ring_prod fill, tx;
 	struct xsk_ring_cons rx, comp;
 	const struct xdp_area *area;
+	struct buffer held[XDP_CHUNKS]; // the buffer lent to receive into, by chunk (data NULL: none)
+	struct buffer sent[XDP_RING];   // valid from `sent_front` up to `sent_back`, oldest first
+	uint32_t sent_front, sent_back; // free-running; the slot is the value modulo XDP_RING
 	int fd;
 	uint64_t malformed;     // frames the kernel named by an offset or length refused here
 	bool zero_copy, native;
@@ -73,8 +83,10 @@ static inline __attribute__((always_inline)) void xdp_refill(struct xdp_port *re
 		return;
 	}
 	for (uint32_t k = 0; k < room; k++) {
-		// `room` is at most what the pool holds.
-		*xsk_ring_prod__fill_addr(&p->fill, idx + k) = pool->free[--pool->available].phys;
+		// `room` is at most what the pool holds; `phys` is the buffer's UMEM offset.
+		struct buffer b = pool->free[--pool->available];
+		p->held[(b.phys / XDP_FRAME_SIZE) % XDP_CHUNKS] = b;
+		*xsk_ring_prod__fill_addr(&p->fill, idx + k) = b.phys;
 	}
 	xsk_ring_prod__submit(&p->fill, room);
 }
@@ -99,16 +111,20 @@ static inline __attribute__((always_inline)) unsigned xdp_rx_batch(struct xdp_po
 	for (unsigned k = 0; k < n; k++) {
 		const struct xdp_desc *d = xsk_ring_cons__rx_desc(&p->rx, idx + k);
 		uint64_t addr = d->addr;
-		// An offset outside the UMEM, or not where a buffer starts, or a length over a buffer:
-		// refused, as crates/afxdp does.
-		uint64_t frame = addr & ~(uint64_t)(XDP_FRAME_SIZE - 1);
-		if (addr < p->area->len && addr - frame == XDP_FRAME_HEADROOM && d->len <= BUFFER_SIZE) {
-			batch[got++] = (struct buffer){.data = p->area->base + addr, .phys = addr, .length = (uint16_t)d->len};
+		uint32_t len = d->len;
+		// The buffer lent in the offset's chunk, taken once: an offset whose chunk holds none,
+		// or that is not where the buffer starts, or a length over a buffer, is refused, as
+		// crates/afxdp does.
+		struct buffer *slot = &p->held[(addr / XDP_FRAME_SIZE) % XDP_CHUNKS];
+		struct buffer b = *slot;
+		slot->data = NULL;
+		if (b.data != NULL && addr % XDP_FRAME_SIZE == XDP_FRAME_HEADROOM && len <= BUFFER_SIZE) {
+			b.length = (uint16_t)len;
+			batch[got++] = b;
 		} else {
 			p->malformed++;
-			if (frame < p->area->len) {
-				uint64_t start = frame + XDP_FRAME_HEADROOM;
-				pool_give(pool, (struct buffer){.data = p->area->base + start, .phys = start, .length = 0});
+			if (b.data != NULL) {
+				pool_give(pool, b);
 			}
 		}
 	}
@@ -116,18 +132,28 @@ static inline __attribute__((always_inline)) unsigned xdp_rx_batch(struct xdp_po
 	return got;
 }
 
-// Buffers of frames the kernel has sent, back to `pool`.
+// Buffers of frames the kernel has sent, back to `pool`: as many of the oldest as the completion
+// ring counts, never more than are queued, in (at most two) block copies.
 static inline __attribute__((always_inline)) void xdp_reclaim(struct xdp_port *restrict p,
                                                               struct pool *restrict pool)
 {
 	uint32_t idx;
 	unsigned done = xsk_ring_cons__peek(&p->comp, XDP_RING, &idx);
-	for (unsigned k = 0; k < done; k++) {
-		uint64_t addr = *xsk_ring_cons__comp_addr(&p->comp, idx + k);
-		if (addr < p->area->len) {
-			pool_give(pool, (struct buffer){.data = p->area->base + addr, .phys = addr, .length = 0});
-		}
+	uint32_t queued = p->sent_back - p->sent_front;
+	if (done > queued) {
+		done = queued;
 	}
+	if (done == 0) {
+		return;
+	}
+	uint32_t front = p->sent_front % XDP_RING;
+	size_t room = pool->total - pool->available;
+	size_t k = done < room ? done : room;
+	size_t first = k < XDP_RING - front ? k : XDP_RING - front;
+	memcpy(pool->free + pool->available, p->sent + front, first * sizeof *p->sent);
+	memcpy(pool->free + pool->available + first, p->sent, (k - first) * sizeof *p->sent);
+	pool->available += k;
+	p->sent_front += done;
 	xsk_ring_cons__release(&p->comp, done);
 }
 
@@ -147,8 +173,9 @@ static inline __attribute__((always_inline)) unsigned xdp_tx_batch(struct xdp_po
                                                                    const struct buffer *restrict batch, unsigned count)
 {
 	xdp_reclaim(p, pool);
-	uint32_t free = xsk_prod_nb_free(&p->tx, count);
-	unsigned sent = count < free ? count : free;
+	// The ring has room for what the queue of sent buffers does not hold.
+	uint32_t room = XDP_RING - 1 - (p->sent_back - p->sent_front);
+	unsigned sent = count < room ? count : room;
 	uint32_t idx;
 	if (sent > 0 && xsk_ring_prod__reserve(&p->tx, sent, &idx) == sent) {
 		for (unsigned k = 0; k < sent; k++) {
@@ -156,7 +183,9 @@ static inline __attribute__((always_inline)) unsigned xdp_tx_batch(struct xdp_po
 			d->addr = batch[k].phys;
 			d->len = batch[k].length;
 			d->options = 0;
+			p->sent[(p->sent_back + k) % XDP_RING] = batch[k];
 		}
+		p->sent_back += sent;
 		xsk_ring_prod__submit(&p->tx, sent);
 	} else {
 		sent = 0;
@@ -165,9 +194,13 @@ static inline __attribute__((always_inline)) unsigned xdp_tx_batch(struct xdp_po
 	return sent;
 }
 
-// A burst with nothing to send: the kernel is woken for what the ring still holds.
+// A burst with nothing to send: the kernel is woken for what the ring still holds. With nothing
+// in flight there is nothing to reclaim or wake it for.
 static inline __attribute__((always_inline)) void xdp_tx_idle(struct xdp_port *restrict p, struct pool *restrict pool)
 {
+	if (p->sent_back == p->sent_front) {
+		return;
+	}
 	xdp_reclaim(p, pool);
 	xdp_kick(p);
 }
