@@ -173,8 +173,8 @@ impl<'a, const B: usize> Batch<'a, B> {
     /// The buffers from the `first`th on (none, if there are fewer), oldest first: those a
     /// receive added to what was waiting.
     #[inline(always)]
-    pub fn since(&mut self, first: usize) -> std::slice::IterMut<'_, Buffer<'a>> {
-        self.items.as_mut_slice().get_mut(first..).unwrap_or_default().iter_mut()
+    pub fn since(&mut self, first: usize) -> &mut [Buffer<'a>] {
+        self.items.as_mut_slice().get_mut(first..).unwrap_or_default()
     }
     /// Keeps, in order, the buffers whose index `keep` accepts; the others go back to `pool`.
     pub fn retain(&mut self, pool: &mut BufferPool<'a>, mut keep: impl FnMut(usize) -> bool) {

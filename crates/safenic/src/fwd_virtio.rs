@@ -8,7 +8,7 @@ use crate::filter::Filter;
 use crate::fwd_options::{stop_on_signals_and_pin, Options, BATCH, POOL, RING};
 use crate::{MacRewrite, Mode};
 use ixgbe::agent::rewrite_macs;
-use ixgbe::queues::{Batch, BufferPool, QueueMemory, QueueParts, Receive, Transmit};
+use ixgbe::queues::{Batch, Buffer, BufferPool, QueueMemory, QueueParts, Receive, Transmit};
 use ixgbe::DriverError;
 use std::cell::Cell;
 use std::time::Instant;
@@ -43,9 +43,7 @@ impl<'q, 'a, R: Receive<'a>, T: Transmit<'a>> AnyDirection<'q, 'a, R, T> {
             return 0;
         }
         if REWRITE {
-            for b in self.batch.since(waiting) {
-                rewrite_macs(b.data());
-            }
+            rewrite_all(self.batch.since(waiting));
         }
         self.tx.tx_batch(self.pool, &mut self.batch) as u64
     }
@@ -60,9 +58,7 @@ impl<'q, 'a, R: Receive<'a>, T: Transmit<'a>> AnyDirection<'q, 'a, R, T> {
         }
         filter.apply(&mut self.batch, self.pool, waiting);
         if rewrite {
-            for b in self.batch.since(waiting) {
-                rewrite_macs(b.data());
-            }
+            rewrite_all(self.batch.since(waiting));
         }
         self.tx.tx_batch(self.pool, &mut self.batch) as u64
     }
@@ -73,6 +69,17 @@ impl<'q, 'a, R: Receive<'a>, T: Transmit<'a>> AnyDirection<'q, 'a, R, T> {
         self.batch.release(self.pool);
         waiting
     }
+}
+
+/// The paper's MAC rewrite of each frame, in fours: a loop the compiler unrolls, one test per
+/// four frames rather than per frame.
+#[inline(always)]
+fn rewrite_all(frames: &[Buffer<'_>]) {
+    let mut fours = frames.chunks_exact(4);
+    for four in &mut fours {
+        four.iter().for_each(|b| rewrite_macs(b.data()));
+    }
+    fours.remainder().iter().for_each(|b| rewrite_macs(b.data()));
 }
 
 /// When forwarding stops: a signal, the time given with `--seconds`, or a watched port that
