@@ -286,7 +286,10 @@ impl<T, const N: usize> RingQueue<T, N> {
         // and nothing in between can panic.
         unsafe {
             ptr::copy_nonoverlapping(src.add(front), dst, first);
-            ptr::copy_nonoverlapping(src, dst.add(first), k - first);
+            // Not a call to memcpy for nothing, as when the values did not wrap.
+            if k > first {
+                ptr::copy_nonoverlapping(src, dst.add(first), k - first);
+            }
             to.set_len(len + k);
         }
         self.front = RingIndex::wrapping(front + k);
