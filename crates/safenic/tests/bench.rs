@@ -14,6 +14,7 @@ fn safenic() -> Driver {
 }
 
 #[test]
+#[ignore = "make test-slow runs it, with the benches' other smoke runs"]
 fn rfc2544_throughput_and_latency_are_measured_with_every_frame_accounted_for() {
     let search = Search { trial_seconds: 0.1, resolution: 0.25, loss_tolerance: 0.0 };
     let measured = rfc2544(&safenic(), "restricted", &[64, 1518], &search).expect("RFC 2544 run");
@@ -78,6 +79,7 @@ fn rfc2544_throughput_and_latency_are_measured_with_every_frame_accounted_for() 
 }
 
 #[test]
+#[ignore = "make test-slow runs it, with the benches' other smoke runs"]
 fn instructions_per_packet_come_from_the_forwarding_loop_only() {
     let i = instructions(&safenic(), "restricted", 2.0, None).expect("callgrind run");
     assert!(i.saturated, "under valgrind the driver is the limit: {i:?}");
@@ -93,6 +95,7 @@ fn instructions_per_packet_come_from_the_forwarding_loop_only() {
 }
 
 #[test]
+#[ignore = "make test-slow runs it, with the benches' other smoke runs"]
 fn bench_virtio_compares_each_rust_interface_with_each_c_build() {
     // The whole command, briefly: every driver under callgrind, the table and its ratios.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_safenic"))
@@ -178,6 +181,7 @@ fn leftovers() -> Vec<String> {
 }
 
 #[test]
+#[ignore = "make test-slow runs it, with the benches' other smoke runs"]
 fn a_driver_without_the_named_loop_is_an_error() {
     let mut d = safenic();
     d.hot_function = "*no_such_function*".into();
@@ -187,6 +191,7 @@ fn a_driver_without_the_named_loop_is_an_error() {
 }
 
 #[test]
+#[ignore = "make test-slow runs it, with the benches' other smoke runs"]
 fn an_interrupted_bench_stops_its_driver_and_leaves_nothing_behind() {
     use platform::signals::Signal;
     use std::io::{BufRead, BufReader};

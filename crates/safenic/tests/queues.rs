@@ -26,11 +26,13 @@ const FRAMES: u64 = 32_000;
 const PLANS: [(usize, &str); 7] = [(1, "1"), (2, "1"), (4, "1"), (16, "1"), (2, "0,1"), (4, "0,1"), (16, "0,1")];
 
 #[test]
+#[ignore = "make test-slow runs it; make test keeps the flexible model's"]
 fn restricted_spreads_flows_over_queue_pairs_and_cores() {
     every_plan("restricted");
 }
 
 #[test]
+#[ignore = "make test-slow runs it; make test keeps the flexible model's"]
 fn const_spreads_flows_over_queue_pairs_and_cores() {
     every_plan("const");
 }
