@@ -47,7 +47,7 @@ test: setup
 
 # What would take `make test` past its 15 minutes, each a target of its own: the sanitizers
 # (three more builds of their own), the MPK tests in a QEMU guest, and the benches' smoke tests.
-# .ci/run runs it after `make test`; about 6 minutes.
+# .ci/run runs it after `make test`; about 10 minutes.
 test-slow: setup
 	$(MAKE) sanitize
 	$(MAKE) test-mpk
