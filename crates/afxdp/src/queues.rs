@@ -146,9 +146,7 @@ impl<'a, const N: usize> RxQueue<'a, N> {
     pub fn socket(&self) -> &XdpSocket {
         &self.socket
     }
-}
 
-impl<'a, const N: usize> RxQueue<'a, N> {
     /// Refills the fill ring if it has room for a burst, then moves what the kernel received
     /// to `batch`. Not inlined, as ixgbe's `rx_batch`: as a function of its own, its `&mut`
     /// arguments are known not to alias, so the pool's and the batch's counts stay in

@@ -93,7 +93,6 @@ void xdp_port_open(struct xdp_port *p, const char *spec, const struct xdp_area *
 	// errors; what fails is said below in one line.
 	libbpf_set_print(NULL);
 	libxdp_set_print(NULL);
-	p->area = a;
 	p->ifindex = if_nametoindex(p->name);
 	if (p->ifindex == 0) {
 		die("no interface named %s in this network namespace: see `ip link`", p->name);
@@ -165,7 +164,7 @@ static bool interface_gone(const struct xdp_port *p)
 const char *xdp_port_broken(const struct xdp_port *p)
 {
 	static char why[160];
-	if (!interface_gone(p) && interface_up(p->name) == 1) {
+	if (if_nametoindex(p->name) == p->ifindex && interface_up(p->name) == 1) {
 		return NULL;
 	}
 	// A deleted interface goes down first: one seen down is looked at again a moment later,

@@ -43,7 +43,6 @@ struct xdp_port {
 	struct xsk_socket *xsk;
 	struct xsk_ring_prod fill, tx;
 	struct xsk_ring_cons rx, comp;
-	const struct xdp_area *area;
 	struct buffer held[XDP_CHUNKS]; // the buffer lent to receive into, by chunk (data NULL: none)
 	struct buffer sent[XDP_RING];   // valid from `sent_front` up to `sent_back`, oldest first
 	uint32_t sent_front, sent_back; // free-running; the slot is the value modulo XDP_RING
