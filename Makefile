@@ -201,7 +201,7 @@ bench-vfio: setup build
 # in the kernel, in interleaved rounds. Writes its table into docs/results.md (docs/afxdp.md).
 XDP_SECONDS ?= 8
 XDP_RATE_SECONDS ?= 5
-XDP_ROUNDS ?= 3
+XDP_ROUNDS ?= 5
 bench-xdp: setup build
 	target/release/safenic bench-xdp --callgrind-seconds $(XDP_SECONDS) --rate-seconds $(XDP_RATE_SECONDS) --rounds $(XDP_ROUNDS) --splice docs/results.md
 
