@@ -396,12 +396,13 @@ impl<'a, const N: usize> Receive<'a> for RxQueue<'a, N> {
             let Some(fresh) = pool.take() else { break };
             self.ring.receive_into(i, fresh.addr);
             next = i.next();
-            let mut old = std::mem::replace(&mut self.held[i], fresh);
+            let old = std::mem::replace(&mut self.held[i], fresh);
             // A frame that does not fit, or spans buffers, is dropped and its buffer recycled.
             match crate::whole_frame_length(status) {
-                Some(len) => {
-                    old.length = len;
-                    if let Err(b) = batch.push(old) {
+                Some(length) => {
+                    // Rebuilt field by field: with only its length set, the rest of `old` was
+                    // copied through the stack, 2 instructions more per frame.
+                    if let Err(b) = batch.push(Buffer { data: old.data, addr: old.addr, length }) {
                         pool.give(b);
                     }
                 }
